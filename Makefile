@@ -1,0 +1,59 @@
+# One entry point for everything: `make demo` runs the demo, `make test` runs the whole suite.
+# Both set up what they need on a fresh machine (virtualenv, packages, PostgreSQL database).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PG_URL ?= postgres://root@127.0.0.1:5432/jobs
+SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-sqlite test-postgres lint migrations-check postgres test-newest-python clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seed_demo
+	@echo "Demo at http://127.0.0.1:8000/  logins alice/alice, bob/bob; admin at /admin/ (admin/admin)"
+	$(PY) manage.py runworker & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+		$(PY) manage.py runserver 127.0.0.1:8000
+
+# The whole suite: lint, migrations check, then every test on SQLite and on PostgreSQL, and
+# again with Django 6 on a newer Python when the machine has one.
+test: lint migrations-check test-sqlite test-postgres test-newest-python
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+migrations-check: install
+	DJANGO_SETTINGS_MODULE=tests.settings $(PY) manage.py makemigrations --check --dry-run
+
+test-sqlite: install
+	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on SQLite"
+	DATABASE_URL=$(SQLITE_URL) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-postgres: install postgres
+	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on PostgreSQL"
+	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
+
+postgres:
+	PG_URL=$(PG_URL) .ci/ensure-postgres
+
+test-newest-python:
+	@newer=$$(.ci/find-newer-python); \
+	if [ -n "$$newer" ]; then \
+		$(MAKE) --no-print-directory test-sqlite test-postgres PYTHON=$$newer VENV=.venv-newest; \
+	else \
+		echo "== no Python >= 3.12 on this machine: the Django 6 run is left out"; \
+	fi
+
+clean:
+	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache

@@ -1,0 +1,34 @@
+"""jobs: a reliable background worker on the database a Django project already has.
+
+The public API, importable from ``jobs`` once Django is set up::
+
+    from jobs import task, enqueue, PermanentError, TransientError
+"""
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "task": "jobs.registry",
+    "enqueue": "jobs.registry",
+    "get_task": "jobs.registry",
+    "Backoff": "jobs.retry",
+    "TaskContext": "jobs.context",
+    "Status": "jobs.states",
+    "JobsError": "jobs.exceptions",
+    "PermanentError": "jobs.exceptions",
+    "TransientError": "jobs.exceptions",
+    "PayloadError": "jobs.exceptions",
+    "UnknownTaskError": "jobs.exceptions",
+    "TaskCancelled": "jobs.exceptions",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    # Lazy, so that "import jobs" in settings or apps.py never imports models too early.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'jobs' has no attribute {name!r}")

@@ -1,0 +1,152 @@
+"""A Django Tasks backend storing tasks in the jobs table, run by ``runworker``.
+
+Works with ``django.tasks`` (Django 6) and with the ``django_tasks`` backport (Django 5.2)::
+
+    TASKS = {"default": {"BACKEND": "jobs.backends.DatabaseBackend"}}
+
+``OPTIONS`` may set ``MAX_ATTEMPTS`` (default ``JOBS_DEFAULT_MAX_ATTEMPTS``).
+"""
+
+from django.core.exceptions import ValidationError
+from django.utils.module_loading import import_string
+
+from jobs.conf import jobs_settings
+from jobs.exceptions import UnknownTaskError
+from jobs.models import Task
+from jobs.payload import build_payload
+from jobs.registry import create_task, default_backoff
+from jobs.states import Status
+
+try:  # Django >= 6.0
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import Task as DjangoTask
+    from django.tasks.base import TaskError
+    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+except ImportError:  # Django 5.2 with the django-tasks backport
+    from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django_tasks.backends.base import BaseTaskBackend
+    from django_tasks.base import Task as DjangoTask
+    from django_tasks.base import TaskError
+    from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+
+STATUS_MAP = {
+    Status.PENDING: TaskResultStatus.READY,
+    Status.RETRYING: TaskResultStatus.READY,
+    Status.RUNNING: TaskResultStatus.RUNNING,
+    Status.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    Status.FAILED: TaskResultStatus.FAILED,
+    Status.CANCELLED: TaskResultStatus.FAILED,
+}
+
+
+class DatabaseBackend(BaseTaskBackend):
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias, params):
+        super().__init__(alias, params)
+        self.max_attempts = int(
+            self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
+        )
+
+    def enqueue(self, task, args, kwargs):
+        self.validate_task(task)
+        row = create_task(
+            name=task.module_path,
+            backend=self.alias,
+            queue=task.queue_name,
+            priority=task.priority,
+            payload=build_payload(args, kwargs),
+            max_attempts=self.max_attempts,
+            **({"run_after": task.run_after} if task.run_after else {}),
+        )
+        result = to_task_result(row, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id):
+        try:
+            row = Task.objects.exclude(backend="").get(pk=result_id)
+        except (Task.DoesNotExist, ValidationError, ValueError, TypeError) as exc:
+            # A malformed id is as absent as an unknown one.
+            raise TaskResultDoesNotExist(result_id) from exc
+        return to_task_result(row, load_task(row))
+
+
+def load_task(row: Task) -> DjangoTask:
+    try:
+        task = import_string(row.name)
+    except ImportError:
+        task = None
+    if not isinstance(task, DjangoTask):
+        raise UnknownTaskError(
+            f"No Django task is importable as {row.name!r}: was it renamed or removed?"
+        )
+    return task
+
+
+def to_task_result(row: Task, task: DjangoTask) -> TaskResult:
+    """Build the TaskResult that Django's API shows for ``row``."""
+    errors = [
+        TaskError(exception_class_path=entry["exception"], traceback=entry.get("traceback", ""))
+        for entry in row.error_details
+    ]
+    if row.status == Status.CANCELLED:
+        errors.append(
+            TaskError(
+                exception_class_path="jobs.exceptions.TaskCancelled",
+                traceback="The task was cancelled.",
+            )
+        )
+    worker_ids = [entry.get("worker_id", "") for entry in row.error_details]
+    if row.attempts > len(worker_ids):
+        worker_ids.append(row.worker_id)
+    result = TaskResult(
+        task=task.using(priority=row.priority, queue_name=row.queue, backend=row.backend),
+        id=str(row.pk),
+        status=STATUS_MAP[row.status],
+        enqueued_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        last_attempted_at=row.started_at,
+        args=row.args,
+        kwargs=row.kwargs,
+        backend=row.backend,
+        errors=errors,
+        worker_ids=worker_ids,
+    )
+    object.__setattr__(result, "_return_value", row.result)
+    return result
+
+
+def runnable_for(row: Task):
+    """Return how the executor runs a task enqueued through Django Tasks."""
+    from jobs.executor import Runnable
+
+    task = load_task(row)
+    try:
+        signal_sender = type(task_backends[row.backend])
+    except Exception:  # the alias was removed from settings.TASKS since the enqueue
+        signal_sender = DatabaseBackend
+
+    def call(row):
+        if task.takes_context:
+            context = TaskContext(task_result=to_task_result(row, task))
+            return task.call(context, *row.args, **row.kwargs)
+        return task.call(*row.args, **row.kwargs)
+
+    return Runnable(
+        call=call,
+        backoff=default_backoff(),
+        on_start=lambda row: task_started.send(
+            signal_sender, task_result=to_task_result(row, task)
+        ),
+        on_finish=lambda row: task_finished.send(
+            signal_sender, task_result=to_task_result(row, task)
+        ),
+    )

@@ -1,0 +1,49 @@
+"""System checks: settings of jobs that would fail later are reported at startup instead."""
+
+import sqlite3
+
+from django.core import checks
+from django.db import connections
+
+from jobs.conf import DEFAULTS, jobs_settings
+
+
+@checks.register()
+def check_settings(app_configs, **kwargs):
+    errors = []
+    for name in ("MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS", "CONCURRENCY"):
+        value = getattr(jobs_settings, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            errors.append(
+                checks.Error(
+                    f"JOBS_{name} must be a whole number of at least 1, got {value!r}.",
+                    id="jobs.E001",
+                )
+            )
+    for name in ("LEASE_SECONDS", "POLL_INTERVAL", "DEFAULT_TIMEOUT", "BACKOFF_BASE"):
+        value = getattr(jobs_settings, name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            errors.append(
+                checks.Error(
+                    f"JOBS_{name} must be a number of seconds above 0, got {value!r} "
+                    f"(default {DEFAULTS[name]}).",
+                    id="jobs.E002",
+                )
+            )
+    return errors
+
+
+@checks.register(checks.Tags.database)
+def check_sqlite_version(app_configs, databases=None, **kwargs):
+    uses_sqlite = any(
+        connections[alias].vendor == "sqlite" for alias in (databases or ()) if alias in connections
+    )
+    if uses_sqlite and sqlite3.sqlite_version_info < (3, 35):
+        return [
+            checks.Error(
+                f"jobs needs SQLite 3.35 or newer (UPDATE ... RETURNING); this Python has "
+                f"{sqlite3.sqlite_version}.",
+                id="jobs.E003",
+            )
+        ]
+    return []

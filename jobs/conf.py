@@ -1,0 +1,37 @@
+"""Settings of jobs, read lazily so that importing jobs never touches django.conf too early.
+
+Every setting is named ``JOBS_<NAME>`` in the project's settings; ``jobs_settings.NAME`` reads it
+at the moment of use, falling back to the default below.
+"""
+
+from django.conf import settings
+
+DEFAULTS = {
+    # Enqueue
+    "DEFAULT_QUEUE": "default",
+    "DEFAULT_PRIORITY": 0,
+    "DEFAULT_MAX_ATTEMPTS": 3,
+    "MAX_PAYLOAD_BYTES": 256 * 1024,
+    # Retry policy: delay = BACKOFF_BASE * BACKOFF_FACTOR ** (attempt - 1), capped, with jitter.
+    "BACKOFF_BASE": 2.0,
+    "BACKOFF_FACTOR": 2.0,
+    "BACKOFF_MAX": 3600.0,
+    "BACKOFF_JITTER": 0.25,
+    # Worker
+    "DEFAULT_TIMEOUT": 30 * 60.0,
+    "LEASE_SECONDS": 60.0,
+    "POLL_INTERVAL": 1.0,
+    "CONCURRENCY": 4,
+    # Seconds a bookkeeping write keeps retrying through database faults before giving up.
+    "DATABASE_RETRY_SECONDS": 60.0,
+}
+
+
+class JobsSettings:
+    def __getattr__(self, name):
+        if name not in DEFAULTS:
+            raise AttributeError(f"jobs has no setting named {name!r}")
+        return getattr(settings, f"JOBS_{name}", DEFAULTS[name])
+
+
+jobs_settings = JobsSettings()

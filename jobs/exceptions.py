@@ -1,0 +1,55 @@
+"""Exceptions of jobs, under one base.
+
+Errors raised *by tasks* carry two messages kept apart: ``user_message`` is safe to show the
+person who started the task; the exception's own text and traceback are for developers.
+"""
+
+
+class JobsError(Exception):
+    """Base of every exception jobs raises or understands."""
+
+
+class TaskError(JobsError):
+    """Raise from a task to control how its failure is recorded and shown."""
+
+    transient: bool | None = None
+
+    def __init__(self, user_message: str, *, detail: str = ""):
+        super().__init__(detail or user_message)
+        self.user_message = user_message
+
+
+class PermanentError(TaskError):
+    """The task cannot succeed by trying again (bad input): fail at once."""
+
+    transient = False
+
+
+class TransientError(TaskError):
+    """The task may succeed later (a service is down): retry with backoff."""
+
+    transient = True
+
+
+class PayloadError(JobsError, ValueError):
+    """The arguments of an enqueue are not JSON, or are too large."""
+
+
+class UnknownTaskError(JobsError, LookupError):
+    """No task is registered under that name."""
+
+
+class InvalidTransition(JobsError):
+    """A status change was asked from a status that does not allow it."""
+
+
+class TaskTimeout(JobsError, TimeoutError):
+    """The task ran past its timeout and was stopped."""
+
+
+class WorkerLost(JobsError):
+    """The worker running the task stopped renewing its lease."""
+
+
+class TaskCancelled(JobsError):
+    """Raised inside a task at a checkpoint when its cancellation was requested."""

@@ -1,0 +1,159 @@
+"""Running one claimed task: resolve it, call it, normalise the outcome, record it.
+
+The worker decides *when* a task runs; this module decides *how one task runs*; the
+transitions module decides *what is recorded*.
+"""
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+
+from jobs import transitions
+from jobs.context import TaskContext
+from jobs.db import retry_on_database_error
+from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
+from jobs.models import Task
+from jobs.payload import validate_json
+from jobs.registry import get_task
+from jobs.retry import Backoff, is_transient, user_message
+
+logger = logging.getLogger(__name__)
+
+SUCCEEDED, RETRYING, FAILED, CANCELLED = "succeeded", "retrying", "failed", "cancelled"
+
+
+@dataclass
+class Runnable:
+    """A task resolved from its record, whichever way it was defined."""
+
+    call: object  # callable(task) -> result
+    backoff: Backoff
+    transient: tuple = ()
+    timeout: float | None = None
+    # Called when the attempt starts, and after its outcome is recorded (Django Tasks signals).
+    on_start: object = None
+    on_finish: object = None
+
+
+@dataclass
+class Outcome:
+    kind: str
+    result: object = None
+    error: transitions.ErrorRecord | None = None
+    retry_in: float = 0.0
+    duration: float = 0.0
+
+
+def resolve(task: Task) -> Runnable:
+    """Find the code of ``task``; raise UnknownTaskError when this worker does not have it."""
+    if task.backend:
+        from jobs.backends import runnable_for  # django.tasks is only imported when used
+
+        return runnable_for(task)
+    definition = get_task(task.name)
+
+    def call(task):
+        args, kwargs = task.args, task.kwargs
+        if definition.takes_context:
+            return definition.func(TaskContext(task), *args, **kwargs)
+        return definition.func(*args, **kwargs)
+
+    return Runnable(
+        call=call,
+        backoff=definition.backoff,
+        transient=definition.transient,
+        timeout=definition.timeout,
+    )
+
+
+def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
+    """Run the claimed ``task`` here and return what happened; never raises for the task."""
+    started = time.monotonic()
+    try:
+        runnable = runnable or resolve(task)
+        if runnable.on_start:
+            runnable.on_start(task)
+        result = runnable.call(task)
+        validate_json(result, "the task's return value")
+        outcome = Outcome(SUCCEEDED, result=result)
+    except TaskCancelled:
+        outcome = Outcome(CANCELLED)
+    except Exception as exc:
+        outcome = outcome_for_exception(task, exc, runnable)
+    outcome.duration = time.monotonic() - started
+    return outcome
+
+
+def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | None) -> Outcome:
+    """Classify ``exc``: retry later if it is transient and attempts remain, else fail."""
+    if isinstance(exc, UnknownTaskError | PayloadError):
+        # Not the task's fault and not curable by waiting: say what is wrong, plainly.
+        exc = PermanentError(str(exc), detail=str(exc))
+    transient = runnable is not None and is_transient(exc, runnable.transient)
+    will_retry = transient and task.attempts < task.max_attempts
+    error = transitions.ErrorRecord.from_exception(exc, user_message(exc, will_retry), transient)
+    if not will_retry:
+        return Outcome(FAILED, error=error)
+    return Outcome(RETRYING, error=error, retry_in=runnable.backoff.delay(task.attempts))
+
+
+def record(task: Task, outcome: Outcome) -> bool:
+    """Write ``outcome`` through the transitions, retrying the write through database faults."""
+
+    def write():
+        now = timezone.now()
+        if outcome.kind == SUCCEEDED:
+            return transitions.succeed(task, outcome.result, now=now)
+        if outcome.kind == CANCELLED:
+            return transitions.cancel_running(task, now=now)
+        if outcome.kind == RETRYING:
+            run_after = now + timedelta(seconds=outcome.retry_in)
+            return transitions.retry_later(task, outcome.error, run_after, now=now)
+        return transitions.fail(task, outcome.error, now=now)
+
+    return retry_on_database_error(
+        write, what=f"record {outcome.kind} of task {task.pk}", model=Task
+    )
+
+
+def run(task: Task) -> Outcome:
+    """Execute and record one claimed task, with a log line at its start and its finish."""
+    logger.info(
+        "task started name=%s id=%s attempt=%d/%d queue=%s",
+        task.name,
+        task.pk,
+        task.attempts,
+        task.max_attempts,
+        task.queue,
+    )
+    try:
+        runnable = resolve(task)
+    except UnknownTaskError as exc:
+        runnable, outcome = None, outcome_for_exception(task, exc, None)
+    else:
+        outcome = execute(task, runnable)
+    recorded = record(task, outcome)
+    if outcome.error and outcome.kind == FAILED:
+        level = logging.ERROR
+    elif outcome.error:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
+    logger.log(
+        level,
+        "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s%s%s",
+        task.name,
+        task.pk,
+        task.attempts,
+        task.max_attempts,
+        outcome.duration,
+        outcome.kind,
+        f" error={outcome.error.exception}" if outcome.error else "",
+        "" if recorded else " recorded=false",
+    )
+    if recorded and runnable and runnable.on_finish:
+        runnable.on_finish(task)
+    return outcome

@@ -1,0 +1,75 @@
+import argparse
+import logging
+
+from django.core.management.base import BaseCommand
+
+from jobs.worker import Worker
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {value}")
+    return value
+
+
+def queue_list(text):
+    queues = [name.strip() for name in text.split(",") if name.strip()]
+    if not queues:
+        raise argparse.ArgumentTypeError("name at least one queue, e.g. --queues default,emails")
+    return queues
+
+
+class Command(BaseCommand):
+    help = "Run a jobs worker: claim due tasks and run them until stopped (SIGTERM/SIGINT)."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--queues",
+            type=queue_list,
+            default=None,
+            help="Comma-separated queues to serve (default: all queues).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=None,
+            help="Tasks run at once (default: JOBS_CONCURRENCY).",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Run the tasks that are due, then exit 0.",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=positive_float,
+            default=None,
+            help="Seconds between looks for due tasks when idle (default: JOBS_POLL_INTERVAL).",
+        )
+
+    def handle(self, *args, queues, concurrency, burst, poll_interval, verbosity, **options):
+        if verbosity > 0 and not logging.getLogger("jobs").handlers and not logging.root.handlers:
+            logging.basicConfig(
+                level=logging.DEBUG if verbosity > 1 else logging.INFO,
+                format="%(asctime)s %(levelname)s %(name)s %(message)s",
+            )
+        worker = Worker(
+            queues=queues, concurrency=concurrency, burst=burst, poll_interval=poll_interval
+        )
+        exit_code = worker.run()
+        if exit_code:
+            raise SystemExit(exit_code)

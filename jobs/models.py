@@ -1,0 +1,146 @@
+"""The task record, and the read-side names that the rest of jobs queries it by."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from jobs.states import CLAIMABLE, TERMINAL, Status
+
+CLAIMABLE_STATUSES = sorted(CLAIMABLE)
+
+
+class TaskQuerySet(models.QuerySet):
+    def pending(self):
+        return self.filter(status=Status.PENDING)
+
+    def running(self):
+        return self.filter(status=Status.RUNNING)
+
+    def claimable(self):
+        """Waiting to run, whether or not ``run_after`` has passed."""
+        return self.filter(status__in=CLAIMABLE_STATUSES)
+
+    def due(self, now=None):
+        """Claimable now."""
+        return self.claimable().filter(run_after__lte=now or timezone.now())
+
+    def finished(self):
+        return self.filter(status__in=sorted(TERMINAL))
+
+    def stale(self, now=None):
+        """Running, but the claiming worker's lease has expired: the worker is gone."""
+        return self.running().filter(lease_expires_at__lt=now or timezone.now())
+
+    def owned_by(self, user):
+        return self.filter(owner=user)
+
+
+class Task(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200, help_text="Registered name of the task.")
+    # The Django Tasks backend alias, for tasks enqueued through django.tasks; empty otherwise.
+    backend = models.CharField(max_length=100, blank=True, default="")
+    queue = models.CharField(max_length=100, default="default")
+    priority = models.SmallIntegerField(default=0, help_text="Higher runs first.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+
+    payload = models.JSONField(default=dict, help_text='{"args": [...], "kwargs": {...}}')
+    summary = models.CharField(max_length=255, blank=True, default="")
+    # NULL, not "", means "no key": the unique constraint only covers rows that have one.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs_tasks",
+    )
+
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    run_after = models.DateTimeField(default=timezone.now, help_text="Not claimed before this.")
+
+    progress_current = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(null=True, blank=True)
+    progress_message = models.CharField(max_length=255, blank=True, default="")
+    # Results of named steps, by step name, so that a retry resumes after the last one done.
+    steps = models.JSONField(default=dict, blank=True)
+
+    result = models.JSONField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="", help_text="Message for the user.")
+    # One entry per failed attempt: exception class, message, traceback, user message, when.
+    error_details = models.JSONField(default=list, blank=True)
+
+    worker_id = models.CharField(max_length=100, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="jobs_task_unique_idempotency_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="jobs_task_status_valid"
+            ),
+        ]
+        indexes = [
+            # The claim query: only claimable rows are indexed, so a table of a million
+            # finished tasks costs the claim nothing.
+            models.Index(
+                fields=["-priority", "run_after"],
+                name="jobs_task_claimable_idx",
+                condition=Q(status__in=CLAIMABLE_STATUSES),
+            ),
+            # Rescue of tasks whose worker died.
+            models.Index(
+                fields=["lease_expires_at"],
+                name="jobs_task_running_lease_idx",
+                condition=Q(status=Status.RUNNING),
+            ),
+            models.Index(fields=["status", "finished_at"], name="jobs_task_status_finished_idx"),
+            models.Index(fields=["owner", "-created_at"], name="jobs_task_owner_created_idx"),
+            models.Index(fields=["-created_at"], name="jobs_task_created_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} {self.id} ({self.status})"
+
+    @property
+    def is_finished(self):
+        return self.status in TERMINAL
+
+    @property
+    def args(self):
+        return self.payload.get("args", [])
+
+    @property
+    def kwargs(self):
+        return self.payload.get("kwargs", {})
+
+    @property
+    def progress_percent(self):
+        if self.status == Status.SUCCEEDED:
+            return 100
+        if not self.progress_total:
+            return None
+        return min(100, round(100 * self.progress_current / self.progress_total))
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None

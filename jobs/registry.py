@@ -1,0 +1,196 @@
+"""Defining tasks (the ``@task`` decorator), finding them by name, and enqueueing them."""
+
+import contextlib
+import logging
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, router, transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from jobs.conf import jobs_settings
+from jobs.exceptions import UnknownTaskError
+from jobs.models import Task
+from jobs.payload import build_payload
+from jobs.retry import Backoff
+
+logger = logging.getLogger(__name__)
+
+_registry: dict[str, "TaskDefinition"] = {}
+
+
+@dataclass(frozen=True)
+class EnqueueOptions:
+    """Per-call options; ``None`` means "the task's default"."""
+
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    run_after: datetime | None = None
+    delay: float | timedelta | None = None
+    owner: object = None
+    summary: str = ""
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """A registered task: the function and how it should be run."""
+
+    func: object
+    name: str
+    queue: str
+    priority: int
+    max_attempts: int
+    backoff: Backoff
+    timeout: float
+    transient: tuple = ()
+    takes_context: bool = False
+    options: EnqueueOptions = field(default_factory=EnqueueOptions)
+
+    def __call__(self, *args, **kwargs):
+        """Run the function here and now, as a plain call (tests, shells)."""
+        return self.func(*args, **kwargs)
+
+    def using(self, **options) -> "TaskDefinition":
+        """Return this task with per-call options (queue, priority, delay, owner, ...) set."""
+        return replace(self, options=replace(self.options, **options))
+
+    def enqueue(self, *args, **kwargs) -> Task:
+        """Record a call of this task for a worker to run; return the task record."""
+        return enqueue(self, args, kwargs, options=self.options)
+
+
+def task(
+    func=None,
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    backoff: Backoff | None = None,
+    timeout: float | None = None,
+    transient: tuple = (),
+    takes_context: bool = False,
+):
+    """Register a function as a task; use as ``@task`` or ``@task(queue="emails", ...)``.
+
+    ``transient`` names exception types that mean "try again later" for this task, on top of
+    connection errors and timeouts. ``takes_context`` passes a context as the first argument.
+    """
+
+    def register(function):
+        definition = TaskDefinition(
+            func=function,
+            name=name or f"{function.__module__}.{function.__qualname__}",
+            queue=queue or jobs_settings.DEFAULT_QUEUE,
+            priority=jobs_settings.DEFAULT_PRIORITY if priority is None else priority,
+            max_attempts=max_attempts or jobs_settings.DEFAULT_MAX_ATTEMPTS,
+            backoff=backoff or default_backoff(),
+            timeout=timeout or jobs_settings.DEFAULT_TIMEOUT,
+            transient=tuple(transient),
+            takes_context=takes_context,
+        )
+        if definition.max_attempts < 1:
+            raise ValueError(f"max_attempts of task {definition.name!r} must be at least 1")
+        existing = _registry.get(definition.name)
+        if existing is not None and existing.func is not function:
+            logger.warning("task redefined name=%s", definition.name)
+        _registry[definition.name] = definition
+        return definition
+
+    return register(func) if func is not None else register
+
+
+def default_backoff() -> Backoff:
+    return Backoff(
+        base=jobs_settings.BACKOFF_BASE,
+        factor=jobs_settings.BACKOFF_FACTOR,
+        maximum=jobs_settings.BACKOFF_MAX,
+        jitter=jobs_settings.BACKOFF_JITTER,
+    )
+
+
+def get_task(name: str) -> TaskDefinition:
+    """Return the task registered as ``name``, importing its module if it is not loaded yet."""
+    if name not in _registry:
+        with contextlib.suppress(ImportError):
+            import_string(name)
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownTaskError(
+            f"No task is registered as {name!r}. Check the name, and that the module defining "
+            "it is imported by the worker (a tasks.py in an installed app is found on its own)."
+        ) from None
+
+
+def registered_names() -> list[str]:
+    return sorted(_registry)
+
+
+def enqueue(definition, args=(), kwargs=None, *, options: EnqueueOptions | None = None, **extra):
+    """Create the task record, inside the caller's transaction if there is one.
+
+    ``definition`` is a TaskDefinition or a registered name. With an ``idempotency_key``, a task
+    of the same name and key that already exists is returned instead of a new one; a unique
+    constraint decides, so two processes enqueueing at once still get one task.
+    """
+    if isinstance(definition, str):
+        definition = get_task(definition)
+    options = replace(options or EnqueueOptions(), **extra)
+    return create_task(
+        name=definition.name,
+        payload=build_payload(args, kwargs or {}),
+        queue=options.queue or definition.queue,
+        priority=definition.priority if options.priority is None else options.priority,
+        max_attempts=options.max_attempts or definition.max_attempts,
+        run_after=resolve_run_after(options.run_after, options.delay),
+        owner=options.owner,
+        summary=options.summary,
+        idempotency_key=options.idempotency_key,
+    )
+
+
+def resolve_run_after(run_after=None, delay=None):
+    if run_after is not None and delay is not None:
+        raise ValueError("Pass either run_after or delay, not both.")
+    if delay is not None:
+        if not isinstance(delay, timedelta):
+            delay = timedelta(seconds=delay)
+        return timezone.now() + delay
+    if run_after is not None and timezone.is_naive(run_after):
+        raise ValueError("run_after must be an aware datetime.")
+    return run_after or timezone.now()
+
+
+def create_task(*, idempotency_key=None, summary="", **fields) -> Task:
+    """Insert one task row; with an idempotency key, return the existing row on a duplicate."""
+    owner = fields.get("owner")
+    if owner is not None and not getattr(owner, "is_authenticated", True):
+        fields["owner"] = None  # an anonymous visitor owns nothing
+    if len(summary) > 255:
+        summary = summary[:254] + "…"
+    task = Task(idempotency_key=idempotency_key, summary=summary, **fields)
+    if idempotency_key is None:
+        task.save(force_insert=True)
+        task.created = True
+        return task
+    using = router.db_for_write(Task)
+    try:
+        # A savepoint, so that a duplicate does not break the caller's own transaction.
+        with transaction.atomic(using=using):
+            task.save(force_insert=True, using=using)
+    except IntegrityError:
+        existing = (
+            Task.objects.using(using)
+            .filter(name=task.name, idempotency_key=idempotency_key)
+            .first()
+        )
+        if existing is None:  # the error was about something else
+            raise
+        existing.created = False
+        return existing
+    task.created = True
+    return task

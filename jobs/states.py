@@ -1,0 +1,69 @@
+"""The task state machine: statuses, and which transition may start from which status.
+
+This table is the whole truth about lifecycles; ``jobs.transitions`` and ``jobs.claiming``
+apply it as conditional updates and never write a status that is not listed here.
+"""
+
+from dataclasses import dataclass
+
+from django.db import models
+
+
+class Status(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    RETRYING = "retrying", "Retrying"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+# Statuses a worker may claim from, once ``run_after`` has passed.
+CLAIMABLE = frozenset({Status.PENDING, Status.RETRYING})
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    sources: frozenset
+    target: Status
+
+
+def _transition(name, sources, target):
+    return Transition(name, frozenset(sources), target)
+
+
+CLAIM = _transition("claim", CLAIMABLE, Status.RUNNING)
+SUCCEED = _transition("succeed", {Status.RUNNING}, Status.SUCCEEDED)
+FAIL = _transition("fail", {Status.RUNNING}, Status.FAILED)
+RETRY_LATER = _transition("retry_later", {Status.RUNNING}, Status.RETRYING)
+CANCEL = _transition("cancel", CLAIMABLE, Status.CANCELLED)
+# A running task that noticed a cancellation request (or was stopped because of one).
+CANCEL_RUNNING = _transition("cancel_running", {Status.RUNNING}, Status.CANCELLED)
+REQUEUE = _transition("requeue", {Status.FAILED, Status.CANCELLED}, Status.PENDING)
+# A worker shutting down hands an unfinished task back, so another worker takes it at once.
+RELEASE = _transition("release", {Status.RUNNING}, Status.PENDING)
+# A running task whose lease expired: its worker is gone.
+RESCUE = _transition("rescue", {Status.RUNNING}, Status.RETRYING)
+RESCUE_EXHAUSTED = _transition("rescue_exhausted", {Status.RUNNING}, Status.FAILED)
+
+TRANSITIONS = {
+    t.name: t
+    for t in (
+        CLAIM,
+        SUCCEED,
+        FAIL,
+        RETRY_LATER,
+        CANCEL,
+        CANCEL_RUNNING,
+        REQUEUE,
+        RELEASE,
+        RESCUE,
+        RESCUE_EXHAUSTED,
+    )
+}
+
+
+def allowed(transition: Transition, status: str) -> bool:
+    return status in transition.sources

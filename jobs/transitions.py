@@ -1,0 +1,238 @@
+"""The only writer of ``Task.status`` (the claim itself is in ``jobs.claiming``).
+
+Each transition is one conditional UPDATE from the source statuses that ``jobs.states`` allows,
+and reports whether it applied: a change asked from the wrong status is refused, logged, and
+leaves the row as it was. Transitions of a task a worker is running are also guarded by the
+attempt number and worker id it was claimed with, so a worker whose task was rescued and handed
+to another can never record an outcome over the newer attempt.
+"""
+
+import enum
+import logging
+import traceback as _traceback
+from dataclasses import dataclass, field
+
+from django.db.models import F
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from jobs import states
+from jobs.models import Task
+from jobs.states import Status
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """What one failed attempt leaves behind: the user's message apart from the developer's."""
+
+    user_message: str
+    exception: str
+    message: str
+    traceback: str = ""
+    transient: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, user_message: str, transient: bool):
+        exc_type = type(exc)
+        return cls(
+            user_message=user_message,
+            exception=f"{exc_type.__module__}.{exc_type.__qualname__}",
+            message=str(exc),
+            traceback="".join(_traceback.format_exception(exc)),
+            transient=transient,
+        )
+
+    def as_entry(self, task: Task, now) -> dict:
+        return {
+            "attempt": task.attempts,
+            "at": now.isoformat(),
+            "worker_id": task.worker_id,
+            "exception": self.exception,
+            "message": self.message,
+            "traceback": self.traceback,
+            "user_message": self.user_message,
+            "transient": self.transient,
+            **self.extra,
+        }
+
+
+def _apply(transition: states.Transition, queryset, values: dict, now) -> int:
+    """Move every row of ``queryset`` that is in an allowed source status; return how many."""
+    values = {"status": transition.target, "updated_at": now, **values}
+    return queryset.filter(status__in=sorted(transition.sources)).update(**values)
+
+
+def _apply_to_attempt(transition, task: Task, values: dict, now) -> bool:
+    """Apply ``transition`` to the attempt of ``task`` that this process claimed, if still its."""
+    rows = Task.objects.filter(pk=task.pk, attempts=task.attempts, worker_id=task.worker_id)
+    applied = _apply(transition, rows, values, now) == 1
+    if applied:
+        task.status = transition.target
+        for name, value in values.items():
+            if not hasattr(value, "resolve_expression"):
+                setattr(task, name, value)
+    else:
+        logger.warning(
+            "transition refused transition=%s task_id=%s attempt=%s worker_id=%s",
+            transition.name,
+            task.pk,
+            task.attempts,
+            task.worker_id,
+        )
+    return applied
+
+
+# Outcomes of an attempt -----------------------------------------------------------------------
+
+
+def succeed(task: Task, result=None, *, now=None) -> bool:
+    now = now or timezone.now()
+    values = {"result": result, "finished_at": now, "lease_expires_at": None}
+    return _apply_to_attempt(states.SUCCEED, task, values, now)
+
+
+def fail(task: Task, error: ErrorRecord, *, now=None) -> bool:
+    now = now or timezone.now()
+    values = {
+        "last_error": error.user_message,
+        "error_details": [*task.error_details, error.as_entry(task, now)],
+        "finished_at": now,
+        "lease_expires_at": None,
+    }
+    return _apply_to_attempt(states.FAIL, task, values, now)
+
+
+def retry_later(task: Task, error: ErrorRecord, run_after, *, now=None) -> bool:
+    now = now or timezone.now()
+    values = {
+        "last_error": error.user_message,
+        "error_details": [*task.error_details, error.as_entry(task, now)],
+        "run_after": run_after,
+        "lease_expires_at": None,
+    }
+    return _apply_to_attempt(states.RETRY_LATER, task, values, now)
+
+
+def cancel_running(task: Task, *, now=None) -> bool:
+    """Record that a running task stopped because its cancellation was asked for."""
+    now = now or timezone.now()
+    values = {"finished_at": now, "lease_expires_at": None, "last_error": "Cancelled."}
+    return _apply_to_attempt(states.CANCEL_RUNNING, task, values, now)
+
+
+def release(task: Task, *, now=None) -> bool:
+    """Hand an unfinished task back (worker shutting down): claimable at once, attempt undone."""
+    now = now or timezone.now()
+    values = {
+        "attempts": F("attempts") - 1,
+        "run_after": now,
+        "worker_id": "",
+        "lease_expires_at": None,
+    }
+    return _apply_to_attempt(states.RELEASE, task, values, now)
+
+
+# Operator and owner actions, set-based --------------------------------------------------------
+
+
+class CancelOutcome(enum.Enum):
+    CANCELLED = "cancelled"
+    REQUESTED = "requested"  # running: the task stops at its next checkpoint
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class CancelCounts:
+    cancelled: int
+    requested: int
+
+
+def cancel_many(queryset, *, now=None) -> CancelCounts:
+    """Cancel waiting tasks at once; ask running ones to stop at their next checkpoint."""
+    now = now or timezone.now()
+    cancelled = _apply(states.CANCEL, queryset, {"finished_at": now}, now)
+    # Not a status change: the running task (or its worker) turns the request into one.
+    requested = queryset.filter(status=Status.RUNNING, cancel_requested_at__isnull=True).update(
+        cancel_requested_at=now, updated_at=now
+    )
+    return CancelCounts(cancelled=cancelled, requested=requested)
+
+
+def cancel(task: Task, *, now=None) -> CancelOutcome:
+    counts = cancel_many(Task.objects.filter(pk=task.pk), now=now)
+    task.refresh_from_db()
+    if counts.cancelled:
+        return CancelOutcome.CANCELLED
+    if counts.requested or (task.status == Status.RUNNING and task.cancel_requested_at):
+        return CancelOutcome.REQUESTED
+    logger.info("transition refused transition=cancel task_id=%s status=%s", task.pk, task.status)
+    return CancelOutcome.REFUSED
+
+
+def requeue_many(queryset, *, now=None) -> int:
+    """Put failed or cancelled tasks back in the queue, keeping their error history.
+
+    A task that used up its attempts gets one more, so a requeued task always runs again.
+    """
+    now = now or timezone.now()
+    values = {
+        "run_after": now,
+        "finished_at": None,
+        "cancel_requested_at": None,
+        "last_error": "",
+        "worker_id": "",
+        "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
+    }
+    return _apply(states.REQUEUE, queryset, values, now)
+
+
+def requeue(task: Task, *, now=None) -> bool:
+    applied = requeue_many(Task.objects.filter(pk=task.pk), now=now) == 1
+    task.refresh_from_db()
+    if not applied:
+        logger.info(
+            "transition refused transition=requeue task_id=%s status=%s", task.pk, task.status
+        )
+    return applied
+
+
+# Maintenance ----------------------------------------------------------------------------------
+
+
+def rescue_expired(*, now=None) -> int:
+    """Return tasks whose worker stopped renewing its lease to the queue, or fail them.
+
+    Row by row, each guarded by the lease it expired with, so a worker that renews at the last
+    moment keeps its task.
+    """
+    now = now or timezone.now()
+    rescued = 0
+    for task in Task.objects.stale(now):
+        error = ErrorRecord(
+            user_message="The worker running this task stopped unexpectedly.",
+            exception="jobs.exceptions.WorkerLost",
+            message=f"lease of worker {task.worker_id!r} expired at {task.lease_expires_at}",
+            transient=True,
+        )
+        exhausted = task.attempts >= task.max_attempts
+        transition = states.RESCUE_EXHAUSTED if exhausted else states.RESCUE
+        values = {
+            "last_error": error.user_message,
+            "error_details": [*task.error_details, error.as_entry(task, now)],
+            "lease_expires_at": None,
+        }
+        values.update({"finished_at": now} if exhausted else {"run_after": now})
+        rows = Task.objects.filter(pk=task.pk, lease_expires_at=task.lease_expires_at)
+        if _apply(transition, rows, values, now):
+            rescued += 1
+            logger.warning(
+                "task rescued task_id=%s name=%s worker_id=%s outcome=%s",
+                task.pk,
+                task.name,
+                task.worker_id,
+                transition.target,
+            )
+    return rescued

@@ -1,0 +1,69 @@
+"""Factories for test data; a trait per task status."""
+
+from datetime import timedelta
+
+import factory
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from jobs.models import Task
+from jobs.states import Status
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("password")
+
+
+class TaskFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Task
+
+    name = "tests.testapp.tasks.add"
+    payload = factory.LazyFunction(lambda: {"args": [1, 2], "kwargs": {}})
+    status = Status.PENDING
+    max_attempts = 3
+
+    class Params:
+        running = factory.Trait(
+            status=Status.RUNNING,
+            attempts=1,
+            worker_id="test-worker",
+            started_at=factory.LazyFunction(timezone.now),
+            lease_expires_at=factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=1)),
+        )
+        succeeded = factory.Trait(
+            status=Status.SUCCEEDED,
+            attempts=1,
+            result=3,
+            started_at=factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=2)),
+            finished_at=factory.LazyFunction(timezone.now),
+        )
+        failed = factory.Trait(
+            status=Status.FAILED,
+            attempts=3,
+            last_error="Something went wrong.",
+            error_details=factory.LazyFunction(
+                lambda: [{"attempt": 3, "exception": "builtins.ValueError", "message": "bad"}]
+            ),
+            finished_at=factory.LazyFunction(timezone.now),
+        )
+        retrying = factory.Trait(
+            status=Status.RETRYING,
+            attempts=1,
+            run_after=factory.LazyFunction(lambda: timezone.now() + timedelta(seconds=30)),
+        )
+        cancelled = factory.Trait(
+            status=Status.CANCELLED, finished_at=factory.LazyFunction(timezone.now)
+        )
+        # A lease that ran out: the worker holding it is gone.
+        stale = factory.Trait(
+            status=Status.RUNNING,
+            attempts=1,
+            worker_id="dead-worker",
+            lease_expires_at=factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=5)),
+        )

@@ -1,0 +1,31 @@
+"""Test settings: the demo's, with a shared test database that worker processes can open too."""
+
+import django
+
+from demo_project.settings import *  # noqa: F403
+from demo_project.settings import DATABASES, INSTALLED_APPS, VAR_DIR
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not :memory:, so that runworker subprocesses see the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-jobs.sqlite3")}
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+# Short timings keep process tests fast.
+JOBS_POLL_INTERVAL = 0.2
+JOBS_BACKOFF_BASE = 0.2
+JOBS_BACKOFF_MAX = 2.0
+JOBS_DATABASE_RETRY_SECONDS = 10.0
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"jobs": {"handlers": ["console"], "level": "INFO", "propagate": True}},
+}

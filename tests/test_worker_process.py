@@ -1,0 +1,70 @@
+"""Real ``runworker`` processes against the test database."""
+
+import pytest
+from django.db import connection
+
+from jobs.models import Task
+from jobs.states import Status
+from tests.testapp import django_tasks, tasks
+from tests.testapp.models import SideEffect
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+
+
+def test_burst_worker_runs_tasks_to_succeeded_retrying_and_failed(runworker):
+    ok = [tasks.record_effect.enqueue(f"k{i}") for i in range(20)]
+    flaky = tasks.always_transient.enqueue()
+    broken = tasks.bad_file.enqueue()
+    django_result = django_tasks.multiply.enqueue(3, 4)
+
+    done = runworker("--burst", "--concurrency", "4")
+
+    assert done.returncode == 0, done.stderr
+    statuses = dict(Task.objects.values_list("pk", "status"))
+    assert {statuses[t.pk] for t in ok} == {Status.SUCCEEDED}
+    assert statuses[flaky.pk] == Status.RETRYING  # its retry is not due yet: burst exits
+    assert statuses[broken.pk] == Status.FAILED
+    assert Task.objects.get(pk=django_result.id).status == Status.SUCCEEDED
+    assert SideEffect.objects.count() == 20
+    assert django_tasks.multiply.get_result(django_result.id).return_value == 12
+    # One start and one finish line per task, with the fields an operator greps for.
+    assert done.stderr.count("task started name=") == 23
+    assert f"id={broken.pk} attempt=1/5" in done.stderr
+    assert "outcome=failed error=jobs.exceptions.PermanentError" in done.stderr
+
+
+def test_worker_serves_only_its_queues_and_by_priority(runworker):
+    tasks.record_effect.enqueue("default-queue")
+    tasks.on_priority_queue.enqueue("priority-queue")
+    done = runworker("--burst", "--queues", "priority")
+    assert done.returncode == 0, done.stderr
+    assert list(SideEffect.objects.values_list("key", flat=True)) == ["priority-queue"]
+    assert Task.objects.pending().count() == 1
+
+
+def test_worker_keeps_its_connection_between_tasks(runworker, postgres_only):
+    """CONN_MAX_AGE=0 would close a request's connection; a worker keeps it."""
+    for i in range(5):
+        tasks.backend_pid.enqueue(i)
+    done = runworker("--burst", "--concurrency", "1", env={"CONN_MAX_AGE": "0"})
+    assert done.returncode == 0, done.stderr
+    pids = set(Task.objects.values_list("result", flat=True))
+    assert len(pids) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] not in pids
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "0"], "must be at least 1"),
+        (["--concurrency", "many"], "expected a whole number"),
+        (["--poll-interval", "-1"], "must be more than 0"),
+        (["--queues", ","], "name at least one queue"),
+    ],
+)
+def test_bad_options_get_a_clear_error(runworker, args, message):
+    done = runworker(*args, "--burst")
+    assert done.returncode != 0
+    assert message in done.stderr
