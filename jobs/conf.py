@@ -22,6 +22,8 @@ DEFAULTS = {
     "LEASE_SECONDS": 60.0,
     "POLL_INTERVAL": 1.0,
     "CONCURRENCY": 4,
+    # Seconds between a worker's maintenance rounds (rescue of tasks whose worker died, ...).
+    "MAINTENANCE_INTERVAL": 5.0,
     # Seconds a bookkeeping write keeps retrying through database faults before giving up.
     "DATABASE_RETRY_SECONDS": 60.0,
 }

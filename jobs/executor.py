@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import transitions
+from jobs import signals, transitions
 from jobs.context import TaskContext
 from jobs.db import retry_on_database_error
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
@@ -129,6 +129,7 @@ def run(task: Task) -> Outcome:
         task.max_attempts,
         task.queue,
     )
+    signals.send_on_commit(signals.task_started, task)
     try:
         runnable = resolve(task)
     except UnknownTaskError as exc:

@@ -9,6 +9,7 @@ from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from jobs import signals
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
 from jobs.models import Task
@@ -176,6 +177,7 @@ def create_task(*, idempotency_key=None, summary="", **fields) -> Task:
     if idempotency_key is None:
         task.save(force_insert=True)
         task.created = True
+        signals.send_on_commit(signals.task_enqueued, task)
         return task
     using = router.db_for_write(Task)
     try:
@@ -193,4 +195,5 @@ def create_task(*, idempotency_key=None, summary="", **fields) -> Task:
         existing.created = False
         return existing
     task.created = True
+    signals.send_on_commit(signals.task_enqueued, task)
     return task

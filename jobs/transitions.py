@@ -16,7 +16,7 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from jobs import states
+from jobs import signals, states
 from jobs.models import Task
 from jobs.states import Status
 
@@ -65,7 +65,22 @@ def _apply(transition: states.Transition, queryset, values: dict, now) -> int:
     return queryset.filter(status__in=sorted(transition.sources)).update(**values)
 
 
-def _apply_to_attempt(transition, task: Task, values: dict, now) -> bool:
+def _apply_many(transition: states.Transition, queryset, values: dict, now) -> int:
+    """Like ``_apply``, then send the signals of every row that moved (if anyone listens)."""
+    ids = list(queryset.filter(status__in=sorted(transition.sources)).values_list("pk", flat=True))
+    if not ids:
+        return 0
+    moved = 0
+    for start in range(0, len(ids), 5000):  # SQLite caps the parameters of one statement
+        chunk = ids[start : start + 5000]
+        moved += _apply(transition, Task.objects.filter(pk__in=chunk), values, now)
+        if signals.has_listeners(transition.target):
+            for task in Task.objects.filter(pk__in=chunk, status=transition.target, updated_at=now):
+                signals.send_status(task)
+    return moved
+
+
+def _apply_to_attempt(transition, task: Task, values: dict, now, *, send=True) -> bool:
     """Apply ``transition`` to the attempt of ``task`` that this process claimed, if still its."""
     rows = Task.objects.filter(pk=task.pk, attempts=task.attempts, worker_id=task.worker_id)
     applied = _apply(transition, rows, values, now) == 1
@@ -74,6 +89,8 @@ def _apply_to_attempt(transition, task: Task, values: dict, now) -> bool:
         for name, value in values.items():
             if not hasattr(value, "resolve_expression"):
                 setattr(task, name, value)
+        if send:
+            signals.send_status(task)
     else:
         logger.warning(
             "transition refused transition=%s task_id=%s attempt=%s worker_id=%s",
@@ -132,7 +149,10 @@ def release(task: Task, *, now=None) -> bool:
         "worker_id": "",
         "lease_expires_at": None,
     }
-    return _apply_to_attempt(states.RELEASE, task, values, now)
+    applied = _apply_to_attempt(states.RELEASE, task, values, now, send=False)
+    if applied:
+        task.refresh_from_db(fields=["attempts"])
+    return applied
 
 
 # Operator and owner actions, set-based --------------------------------------------------------
@@ -153,7 +173,7 @@ class CancelCounts:
 def cancel_many(queryset, *, now=None) -> CancelCounts:
     """Cancel waiting tasks at once; ask running ones to stop at their next checkpoint."""
     now = now or timezone.now()
-    cancelled = _apply(states.CANCEL, queryset, {"finished_at": now}, now)
+    cancelled = _apply_many(states.CANCEL, queryset, {"finished_at": now}, now)
     # Not a status change: the running task (or its worker) turns the request into one.
     requested = queryset.filter(status=Status.RUNNING, cancel_requested_at__isnull=True).update(
         cancel_requested_at=now, updated_at=now
@@ -186,7 +206,7 @@ def requeue_many(queryset, *, now=None) -> int:
         "worker_id": "",
         "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
     }
-    return _apply(states.REQUEUE, queryset, values, now)
+    return _apply_many(states.REQUEUE, queryset, values, now)
 
 
 def requeue(task: Task, *, now=None) -> bool:
@@ -228,6 +248,8 @@ def rescue_expired(*, now=None) -> int:
         rows = Task.objects.filter(pk=task.pk, lease_expires_at=task.lease_expires_at)
         if _apply(transition, rows, values, now):
             rescued += 1
+            task.refresh_from_db()
+            signals.send_status(task)
             logger.warning(
                 "task rescued task_id=%s name=%s worker_id=%s outcome=%s",
                 task.pk,

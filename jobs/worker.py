@@ -9,12 +9,13 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, executor
+from jobs import claiming, executor, maintenance
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.models import Task
@@ -46,6 +47,7 @@ class Worker:
         self._wake = threading.Event()
         self._in_flight = set()
         self._lock = threading.Lock()
+        self._next_maintenance = 0.0
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -64,6 +66,7 @@ class Worker:
             while not self._stopping.is_set():
                 # Cleared before claiming, so a task finishing from here on wakes the wait below.
                 self._wake.clear()
+                self._maintain()
                 claimed = self._claim()
                 for task in claimed:
                     self._start(pool, task)
@@ -113,6 +116,15 @@ class Worker:
             what="claim",
             model=Task,
         )
+
+    def _maintain(self):
+        if time.monotonic() < self._next_maintenance:
+            return
+        self._next_maintenance = time.monotonic() + jobs_settings.MAINTENANCE_INTERVAL
+        try:
+            retry_on_database_error(maintenance.run, what="maintenance", model=Task)
+        except Exception:
+            logger.exception("maintenance failed worker_id=%s", self.worker_id)
 
     def _start(self, pool, task: Task):
         with self._lock:

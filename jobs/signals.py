@@ -1,0 +1,73 @@
+"""Signals sent over a task's life; each receiver gets ``task`` (a jobs.models.Task).
+
+Sent once the change is committed (``transaction.on_commit``), with ``send_robust``: a failing
+receiver is logged and never breaks the worker or the request that caused the change.
+
+- ``task_enqueued``: a new task was recorded (not sent when an idempotency key matched).
+- ``task_started``: a worker started an attempt.
+- ``task_succeeded``, ``task_failed``, ``task_cancelled``: the task reached that final status.
+- ``task_retried``: an attempt failed and another is scheduled (``error`` is the ErrorRecord).
+- ``task_requeued``: an operator or owner put a failed or cancelled task back in the queue.
+- ``task_finished``: any final status; receives ``status`` too. For hooks such as "notify the
+  owner when their long task is done".
+"""
+
+import logging
+from functools import partial
+
+from django.db import transaction
+from django.dispatch import Signal
+
+logger = logging.getLogger(__name__)
+
+task_enqueued = Signal()
+task_started = Signal()
+task_succeeded = Signal()
+task_retried = Signal()
+task_failed = Signal()
+task_cancelled = Signal()
+task_requeued = Signal()
+task_finished = Signal()
+
+_FINAL = {"succeeded": task_succeeded, "failed": task_failed, "cancelled": task_cancelled}
+
+
+def _send(signal, task, **kwargs):
+    for receiver, response in signal.send_robust(sender=type(task), task=task, **kwargs):
+        if isinstance(response, Exception):
+            logger.error(
+                "signal receiver failed receiver=%s task_id=%s error=%r",
+                getattr(receiver, "__qualname__", receiver),
+                task.pk,
+                response,
+                exc_info=response,
+            )
+
+
+def send_on_commit(signal, task, **kwargs):
+    """Send ``signal`` for ``task`` once the current transaction commits (now, in autocommit)."""
+    transaction.on_commit(partial(_send, signal, task, **kwargs))
+
+
+def has_listeners(status) -> bool:
+    """Whether any receiver waits for the signals of ``status`` (to skip needless reads)."""
+    from jobs.models import Task
+
+    status = str(status)
+    wanted = {
+        "retrying": [task_retried],
+        "pending": [task_requeued],
+    }.get(status, [_FINAL.get(status), task_finished])
+    return any(signal is not None and signal.has_listeners(Task) for signal in wanted)
+
+
+def send_status(task, **kwargs):
+    """Send the signals for the status ``task`` has just reached."""
+    status = str(task.status)
+    if status in _FINAL:
+        send_on_commit(_FINAL[status], task, **kwargs)
+        send_on_commit(task_finished, task, status=status, **kwargs)
+    elif status == "retrying":
+        send_on_commit(task_retried, task, **kwargs)
+    elif status == "pending":
+        send_on_commit(task_requeued, task, **kwargs)
