@@ -8,7 +8,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/jobs
 SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-sqlite test-postgres lint migrations-check postgres test-newest-python clean
+.PHONY: install demo test test-sqlite test-postgres lint migrations-check postgres chromium test-newest-python clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +36,19 @@ lint: install
 migrations-check: install
 	DJANGO_SETTINGS_MODULE=tests.settings $(PY) manage.py makemigrations --check --dry-run
 
-test-sqlite: install
+test-sqlite: install chromium
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on SQLite"
 	DATABASE_URL=$(SQLITE_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
-test-postgres: install postgres
+test-postgres: install postgres chromium
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on PostgreSQL"
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
 postgres:
 	PG_URL=$(PG_URL) .ci/ensure-postgres
+
+chromium:
+	.ci/ensure-chromium
 
 test-newest-python:
 	@newer=$$(.ci/find-newer-python); \

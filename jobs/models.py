@@ -144,3 +144,42 @@ class Task(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+
+class WorkerQuerySet(models.QuerySet):
+    def alive(self, now=None, *, within_seconds=None):
+        """Workers that have not stopped and sent a heartbeat recently."""
+        from datetime import timedelta
+
+        from jobs.conf import jobs_settings
+
+        now = now or timezone.now()
+        within = within_seconds or jobs_settings.LEASE_SECONDS
+        return self.filter(
+            stopped_at__isnull=True, last_heartbeat_at__gte=now - timedelta(seconds=within)
+        )
+
+
+class Worker(models.Model):
+    """One runworker process: what it serves and when it last said it was alive."""
+
+    id = models.CharField(primary_key=True, max_length=100)  # host:pid:random
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
+    concurrency = models.PositiveIntegerField()
+    in_flight = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_heartbeat_at = models.DateTimeField(default=timezone.now)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WorkerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [
+            models.Index(fields=["stopped_at", "last_heartbeat_at"], name="jobs_worker_alive_idx")
+        ]
+
+    def __str__(self):
+        return self.id

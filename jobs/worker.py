@@ -12,13 +12,17 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
+from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
 from jobs import claiming, executor, maintenance
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.models import Task
+from jobs.models import Worker as WorkerRecord
+from jobs.states import Status
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +52,7 @@ class Worker:
         self._in_flight = set()
         self._lock = threading.Lock()
         self._next_maintenance = 0.0
+        self._next_heartbeat = 0.0
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -55,6 +60,7 @@ class Worker:
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
         autodiscover_modules("tasks")
         self._install_signal_handlers()
+        retry_on_database_error(self._register, what="register worker", model=Task)
         logger.info(
             "worker started worker_id=%s queues=%s concurrency=%d burst=%s",
             self.worker_id,
@@ -66,6 +72,7 @@ class Worker:
             while not self._stopping.is_set():
                 # Cleared before claiming, so a task finishing from here on wakes the wait below.
                 self._wake.clear()
+                self._heartbeat()
                 self._maintain()
                 claimed = self._claim()
                 for task in claimed:
@@ -76,6 +83,7 @@ class Worker:
             logger.info(
                 "worker stopping worker_id=%s in_flight=%d", self.worker_id, self._in_flight_count()
             )
+        retry_on_database_error(self._unregister, what="unregister worker", model=Task)
         logger.info("worker stopped worker_id=%s", self.worker_id)
         return 0
 
@@ -116,6 +124,41 @@ class Worker:
             what="claim",
             model=Task,
         )
+
+    def _register(self):
+        hostname, pid, _ = self.worker_id.rsplit(":", 2)
+        WorkerRecord.objects.create(
+            id=self.worker_id,
+            hostname=hostname,
+            pid=int(pid),
+            queues=self.queues,
+            concurrency=self.concurrency,
+        )
+
+    def _unregister(self):
+        WorkerRecord.objects.filter(pk=self.worker_id).update(
+            stopped_at=timezone.now(), in_flight=0, last_heartbeat_at=timezone.now()
+        )
+
+    def _heartbeat(self):
+        """Say this worker is alive and renew the leases of the tasks it is running."""
+        if time.monotonic() < self._next_heartbeat:
+            return
+        self._next_heartbeat = time.monotonic() + self.lease_seconds / 3
+
+        def beat():
+            now = timezone.now()
+            Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING).update(
+                lease_expires_at=now + timedelta(seconds=self.lease_seconds)
+            )
+            WorkerRecord.objects.filter(pk=self.worker_id).update(
+                last_heartbeat_at=now, in_flight=self._in_flight_count()
+            )
+
+        try:
+            retry_on_database_error(beat, what="heartbeat", model=Task)
+        except Exception:
+            logger.exception("heartbeat failed worker_id=%s", self.worker_id)
 
     def _maintain(self):
         if time.monotonic() < self._next_maintenance:

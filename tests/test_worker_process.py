@@ -68,3 +68,14 @@ def test_bad_options_get_a_clear_error(runworker, args, message):
     done = runworker(*args, "--burst")
     assert done.returncode != 0
     assert message in done.stderr
+
+
+def test_worker_records_itself_and_marks_itself_stopped_on_exit(runworker):
+    from jobs.models import Worker
+
+    done = runworker("--burst", "--queues", "a,b", "--concurrency", "3")
+    assert done.returncode == 0, done.stderr
+    (worker,) = Worker.objects.all()
+    assert (worker.queues, worker.concurrency, worker.in_flight) == (["a", "b"], 3, 0)
+    assert worker.stopped_at is not None
+    assert Worker.objects.alive().count() == 0
