@@ -22,21 +22,36 @@ logger = logging.getLogger(__name__)
 
 
 def _claim_sql(connection, queue_count: int) -> str:
+    """The claim statement; parameters: now, *queues, limit, worker_id, now, now, lease end.
+
+    On PostgreSQL the pick is a MATERIALIZED CTE: as a plain ``IN (subquery)`` the planner may
+    run the ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``.
+    """
     table = connection.ops.quote_name(Task._meta.db_table)
     sources = ", ".join(f"'{status}'" for status in sorted(states.CLAIM.sources))
     queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})" if queue_count else ""
-    skip_locked = "FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    pick = f"""
+        SELECT id FROM {table}
+        WHERE status IN ({sources}) AND run_after <= %s {queue_filter}
+        ORDER BY priority DESC, run_after
+        LIMIT %s
+    """
+    assignments = f"""
+        status = '{states.CLAIM.target}', attempts = attempts + 1, worker_id = %s,
+        started_at = %s, updated_at = %s, lease_expires_at = %s
+    """
+    if connection.vendor == "postgresql":
+        return f"""
+            WITH picked AS MATERIALIZED ({pick} FOR UPDATE SKIP LOCKED)
+            UPDATE {table} AS task SET {assignments}
+            FROM picked WHERE task.id = picked.id
+            RETURNING task.id
+        """
+    # SQLite runs the whole statement under its single writer lock: nothing to skip.
     return f"""
-        UPDATE {table}
-        SET status = '{states.CLAIM.target}', attempts = attempts + 1, worker_id = %s,
-            started_at = %s, updated_at = %s, lease_expires_at = %s
-        WHERE id IN (
-            SELECT id FROM {table}
-            WHERE status IN ({sources}) AND run_after <= %s {queue_filter}
-            ORDER BY priority DESC, run_after
-            LIMIT %s
-            {skip_locked}
-        ) AND status IN ({sources})
+        WITH picked AS ({pick})
+        UPDATE {table} SET {assignments}
+        WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
         RETURNING id
     """
 
@@ -51,8 +66,15 @@ def claim(worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=
     queues = sorted(set(queues or ()))
     adapt = connection.ops.adapt_datetimefield_value
     lease_expires_at = now + timedelta(seconds=lease_seconds)
-    params = [worker_id, adapt(now), adapt(now), adapt(lease_expires_at), adapt(now), *queues]
-    params.append(limit)
+    params = [
+        adapt(now),
+        *queues,
+        limit,
+        worker_id,
+        adapt(now),
+        adapt(now),
+        adapt(lease_expires_at),
+    ]
     sql = _claim_sql(connection, len(queues))
     ids = _execute_with_retry(connection, sql, params)
     if not ids:
@@ -60,6 +82,14 @@ def claim(worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=
     tasks = list(Task.objects.using(using).filter(pk__in=ids))
     tasks.sort(key=lambda task: (-task.priority, task.run_after))
     return tasks
+
+
+def next_due_at(*, queues=None):
+    """When the earliest waiting task becomes due (None if nothing waits): when to look next."""
+    waiting = Task.objects.claimable()
+    if queues:
+        waiting = waiting.filter(queue__in=sorted(set(queues)))
+    return waiting.order_by("run_after").values_list("run_after", flat=True).first()
 
 
 def _execute_with_retry(connection, sql, params, deadline_seconds=30.0):

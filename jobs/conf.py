@@ -22,6 +22,13 @@ DEFAULTS = {
     "LEASE_SECONDS": 60.0,
     "POLL_INTERVAL": 1.0,
     "CONCURRENCY": 4,
+    # Seconds running tasks get to finish after SIGTERM before they are stopped and handed back.
+    "SHUTDOWN_GRACE": 30.0,
+    # Seconds a running task may ignore a cancellation before its process is stopped.
+    "CANCEL_GRACE": 10.0,
+    # Replace a child process after this many tasks / above this resident size (MiB); None: never.
+    "MAX_TASKS_PER_CHILD": None,
+    "MAX_MEMORY_PER_CHILD": None,
     # Seconds between a worker's maintenance rounds (rescue of tasks whose worker died, ...).
     "MAINTENANCE_INTERVAL": 5.0,
     # Seconds a bookkeeping write keeps retrying through database faults before giving up.

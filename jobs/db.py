@@ -28,7 +28,7 @@ def retry_on_database_error(operation, *, what: str, model=None, deadline_second
             if time.monotonic() > deadline:
                 raise
             logger.warning(
-                "database fault, retrying what=%s error=%s pause=%.2f",
+                "database fault, retrying what=%s error=%r pause=%.2f",
                 what,
                 str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
                 pause,

@@ -43,8 +43,8 @@ class InvalidTransition(JobsError):
     """A status change was asked from a status that does not allow it."""
 
 
-class TaskTimeout(JobsError, TimeoutError):
-    """The task ran past its timeout and was stopped."""
+class TaskTimeout(TransientError, TimeoutError):
+    """The task ran past its timeout and was stopped (transient: retried under its policy)."""
 
 
 class WorkerLost(JobsError):

@@ -115,7 +115,7 @@ def record(task: Task, outcome: Outcome) -> bool:
         return transitions.fail(task, outcome.error, now=now)
 
     return retry_on_database_error(
-        write, what=f"record {outcome.kind} of task {task.pk}", model=Task
+        write, what=f"record_{outcome.kind} task_id={task.pk}", model=Task
     )
 
 

@@ -1,27 +1,33 @@
-"""The worker loop: when to claim, how many, and what to do on signals.
+"""The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
-A worker claims as many due tasks as it has free slots, in one statement, and runs each on a
-thread of its pool; the executor runs and records each one.
+The supervisor never runs task code. It claims as many due tasks as it has idle children, in one
+statement; hands each to a child; renews the leases of what its children run; kills a child
+whose task overruns its timeout, ignores a cancellation, or grows past the memory limit; replaces
+children that exit; and on SIGTERM/SIGINT stops claiming, lets running tasks finish within the
+grace period, then hands back the rest so another worker takes them at once.
 """
 
+import json
 import logging
 import os
 import signal
 import socket
-import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from multiprocessing.connection import wait
 
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, executor, maintenance
+from jobs import claiming, executor, maintenance, transitions
+from jobs.child import Child, start_child
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
+from jobs.exceptions import TaskTimeout, TransientError
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
+from jobs.notify import Listener
 from jobs.states import Status
 
 logger = logging.getLogger(__name__)
@@ -29,6 +35,14 @@ logger = logging.getLogger(__name__)
 
 def make_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class WorkerCrashed(TransientError):
+    """The child process running the task exited before recording an outcome."""
+
+
+class MemoryLimitExceeded(TransientError):
+    """The child process running the task grew past the worker's memory limit."""
 
 
 class Worker:
@@ -39,20 +53,28 @@ class Worker:
         concurrency: int | None = None,
         burst: bool = False,
         poll_interval: float | None = None,
-        lease_seconds: float | None = None,
+        grace: float | None = None,
+        max_tasks_per_child: int | None = None,
+        max_memory_per_child: int | None = None,
     ):
         self.queues = sorted(set(queues or ()))
         self.concurrency = concurrency or jobs_settings.CONCURRENCY
         self.burst = burst
         self.poll_interval = poll_interval or jobs_settings.POLL_INTERVAL
-        self.lease_seconds = lease_seconds or jobs_settings.LEASE_SECONDS
+        self.grace = jobs_settings.SHUTDOWN_GRACE if grace is None else grace
+        self.max_tasks_per_child = max_tasks_per_child or jobs_settings.MAX_TASKS_PER_CHILD
+        max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
+        self.max_memory_bytes = int(max_memory_mib * 1024 * 1024) if max_memory_mib else None
+        self.lease_seconds = jobs_settings.LEASE_SECONDS
         self.worker_id = make_worker_id()
-        self._stopping = threading.Event()
-        self._wake = threading.Event()
-        self._in_flight = set()
-        self._lock = threading.Lock()
-        self._next_maintenance = 0.0
+        self.children: list[Child] = []
+        self.listener = Listener()
+        self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
+        self._stop_deadline = None
         self._next_heartbeat = 0.0
+        self._next_maintenance = 0.0
+        self._next_due = None  # monotonic time the earliest delayed task becomes due
+        self._wakeup_read, self._wakeup_write = os.pipe()
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -60,61 +82,262 @@ class Worker:
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
         autodiscover_modules("tasks")
         self._install_signal_handlers()
-        retry_on_database_error(self._register, what="register worker", model=Task)
+        self.children = [self._spawn() for _ in range(self.concurrency)]
+        retry_on_database_error(self._register, what="register_worker", model=Task)
+        # Listen before the first claim: a task enqueued in between is found by that claim, and
+        # every later one is announced.
+        self.listener.fileno()
         logger.info(
-            "worker started worker_id=%s queues=%s concurrency=%d burst=%s",
+            "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s",
             self.worker_id,
             ",".join(self.queues) or "*",
             self.concurrency,
             self.burst,
+            self.listener.supported,
         )
-        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="jobs-task") as pool:
-            while not self._stopping.is_set():
-                # Cleared before claiming, so a task finishing from here on wakes the wait below.
-                self._wake.clear()
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _loop(self):
+        while True:
+            if self._stop_requested:
+                if not self._busy() or self._stop_requested > 1:
+                    return
+                if time.monotonic() >= self._stop_deadline:
+                    logger.warning("grace period over worker_id=%s", self.worker_id)
+                    return
+            else:
                 self._heartbeat()
                 self._maintain()
                 claimed = self._claim()
                 for task in claimed:
-                    self._start(pool, task)
-                if self.burst and not claimed and not self._in_flight_count():
-                    break
-                self._wake.wait(self.poll_interval)
-            logger.info(
-                "worker stopping worker_id=%s in_flight=%d", self.worker_id, self._in_flight_count()
-            )
-        retry_on_database_error(self._unregister, what="unregister worker", model=Task)
-        logger.info("worker stopped worker_id=%s", self.worker_id)
-        return 0
+                    self._dispatch(task)
+                if self.burst and not claimed and not self._busy():
+                    return
+                if claimed and self._idle():
+                    continue  # capacity left and work taken: look again at once
+                self._next_due = self._next_due_at() if self._idle() else None
+            self._wait(self._wait_timeout())
+            self._enforce_limits()
 
-    def stop(self):
-        self._stopping.set()
-        self._wake.set()
+    def _shutdown(self):
+        """Hand back what is still running, stop the children, and mark this worker stopped."""
+        for child in self.children:
+            if child.busy:
+                task = child.task
+                child.kill("shutdown")
+                retry_on_database_error(
+                    lambda task=task: transitions.release(task), what="release", model=Task
+                )
+                logger.warning(
+                    "task handed back name=%s id=%s attempt=%d", task.name, task.pk, task.attempts
+                )
+            child.conn.close()
+        for child in self.children:
+            child.process.join(2)
+            if child.process.is_alive():
+                child.kill("shutdown")
+        self.listener.close()
+        retry_on_database_error(self._unregister, what="unregister_worker", model=Task)
+        logger.info("worker stopped worker_id=%s", self.worker_id)
+
+    def stop(self, immediately=False):
+        self._stop_requested = 2 if immediately else max(self._stop_requested, 1)
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + self.grace
+        os.write(self._wakeup_write, b"\0")
 
     def _install_signal_handlers(self):
-        if threading.current_thread() is not threading.main_thread():
-            return
-
         def handle(signum, frame):
+            immediately = self._stop_requested > 0
             logger.info(
-                "worker got signal=%s, finishing running tasks", signal.Signals(signum).name
+                "worker stopping on signal signal=%s action=%s grace=%s",
+                signal.Signals(signum).name,
+                "stop_now" if immediately else "finish_running",
+                self.grace,
             )
-            self.stop()
+            self.stop(immediately=immediately)
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
 
-    # Claiming and running ----------------------------------------------------------------------
+    # Children ----------------------------------------------------------------------------------
 
-    def _free_slots(self) -> int:
-        return self.concurrency - self._in_flight_count()
+    def _spawn(self) -> Child:
+        inherited = [self._wakeup_read, self._wakeup_write]
+        inherited += [child.conn.fileno() for child in self.children if not child.conn.closed]
+        listen_fd = self.listener.fileno() if self.listener.connected else None
+        if listen_fd is not None:
+            inherited.append(listen_fd)
+        return start_child(
+            max_tasks=self.max_tasks_per_child,
+            max_memory=self.max_memory_bytes,
+            close_fds=inherited,
+        )
 
-    def _in_flight_count(self) -> int:
-        with self._lock:
-            return len(self._in_flight)
+    def _replace(self, child: Child):
+        self.children[self.children.index(child)] = self._spawn()
+
+    def _busy(self) -> int:
+        return sum(child.busy for child in self.children)
+
+    def _idle(self) -> list[Child]:
+        return [child for child in self.children if not child.busy]
+
+    def _dispatch(self, task: Task):
+        idle = self._idle()
+        if not idle:  # never expected: the claim asks for no more than the idle children
+            logger.error("claimed more than idle children, handing back task_id=%s", task.pk)
+            retry_on_database_error(lambda: transitions.release(task), what="release", model=Task)
+            return
+        child = idle[0]
+        try:
+            timeout = executor.resolve(task).timeout or jobs_settings.DEFAULT_TIMEOUT
+        except Exception:
+            timeout = jobs_settings.DEFAULT_TIMEOUT  # the child records why it cannot run
+        child.task = task
+        child.started = time.monotonic()
+        child.deadline = child.started + timeout
+        child.send(task)
+
+    def _wait(self, timeout: float):
+        sources = [self._wakeup_read]
+        listen_fd = self.listener.fileno()
+        if listen_fd is not None:
+            sources.append(listen_fd)
+        for child in self.children:
+            sources.extend([child.conn, child.process.sentinel])
+        ready = wait(sources, timeout)
+        if self._wakeup_read in ready:
+            os.read(self._wakeup_read, 64)
+        if listen_fd is not None and listen_fd in ready:
+            queues = self.listener.drain()
+            logger.debug("woken queues=%s", ",".join(sorted(queues)))
+        for child in list(self.children):
+            if child.conn in ready:
+                self._receive(child)
+            elif child.process.sentinel in ready:
+                self._lost(child)
+
+    def _receive(self, child: Child):
+        try:
+            reply = child.conn.recv_bytes()
+        except (EOFError, OSError):
+            self._lost(child)
+            return
+        message = json.loads(reply)
+        child.task = None
+        child.tasks_done += 1
+        if message.get("recycle"):
+            child.process.join(5)
+            logger.info("child recycled pid=%s tasks=%d", child.pid, child.tasks_done)
+            self._replace(child)
+
+    def _lost(self, child: Child):
+        """A child exited: record the failure of its task (if it had one) and replace it."""
+        child.process.join(1)
+        task, reason = child.task, child.killed_for or "crash"
+        logger.warning(
+            "child exited pid=%s exitcode=%s reason=%s task_id=%s",
+            child.pid,
+            child.process.exitcode,
+            reason,
+            task.pk if task else "-",
+        )
+        if task is not None:
+            self._record_lost(task, self._lost_error(child, reason), child.started)
+            child.task = None
+        child.conn.close()
+        if self._stop_requested:
+            self.children.remove(child)  # no new children while shutting down
+        else:
+            self._replace(child)
+
+    def _lost_error(self, child: Child, reason: str):
+        """The error to record for a task whose child was killed or died; None for a cancel."""
+        if reason == "cancel":
+            return None
+        if reason == "timeout":
+            timeout = child.deadline - child.started
+            return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+        if reason == "memory":
+            return MemoryLimitExceeded(
+                "The task used more memory than this worker allows.",
+                detail=f"child rss above {self.max_memory_bytes // 2**20} MiB",
+            )
+        return WorkerCrashed(
+            "The task stopped unexpectedly.",
+            detail=f"child process {child.pid} exited with code {child.process.exitcode}",
+        )
+
+    def _record_lost(self, task: Task, exc, started: float):
+        def record():
+            current = Task.objects.get(pk=task.pk)
+            if (current.status, current.attempts, current.worker_id) != (
+                Status.RUNNING,
+                task.attempts,
+                task.worker_id,
+            ):
+                return False  # the child recorded its outcome before it went
+            if exc is None:
+                return transitions.cancel_running(current)
+            try:
+                runnable = executor.resolve(current)
+            except Exception:
+                runnable = None
+            outcome = executor.outcome_for_exception(current, exc, runnable)
+            outcome.duration = time.monotonic() - started
+            return executor.record(current, outcome)
+
+        retry_on_database_error(record, what=f"record_lost task_id={task.pk}", model=Task)
+
+    def _enforce_limits(self):
+        """Kill children whose task overran its timeout or whose memory grew past the limit."""
+        now = time.monotonic()
+        for child in list(self.children):
+            if not child.busy:
+                continue
+            if now >= child.deadline:
+                logger.warning("task timed out id=%s name=%s", child.task.pk, child.task.name)
+                self._kill_and_replace(child, "timeout")
+            elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
+                logger.warning("task over memory limit id=%s pid=%s", child.task.pk, child.pid)
+                self._kill_and_replace(child, "memory")
+
+    def _kill_and_replace(self, child: Child, reason: str):
+        child.kill(reason)
+        self._lost(child)
+
+    def _wait_timeout(self) -> float:
+        timeout = self.poll_interval
+        if self._stop_requested:
+            timeout = min(timeout, max(0.0, self._stop_deadline - time.monotonic()))
+        busy = [child.deadline for child in self.children if child.busy]
+        if busy:
+            timeout = min(timeout, max(0.0, min(busy) - time.monotonic()))
+        if not self._stop_requested:
+            timeout = min(timeout, max(0.0, self._next_heartbeat - time.monotonic()))
+            if self._next_due is not None:
+                timeout = min(timeout, max(0.0, self._next_due - time.monotonic()))
+        return timeout
+
+    def _next_due_at(self):
+        """Monotonic time at which the earliest delayed task is due, so it starts on time."""
+        due_at = retry_on_database_error(
+            lambda: claiming.next_due_at(queues=self.queues), what="next_due", model=Task
+        )
+        seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
+        # Due already but not claimed (taken by another worker, or its queue is paused): the
+        # poll interval decides, rather than spinning.
+        return time.monotonic() + seconds if seconds > 0 else None
+
+    # Database duties ---------------------------------------------------------------------------
 
     def _claim(self) -> list:
-        free = self._free_slots()
+        free = len(self._idle())
         if free <= 0:
             return []
         return retry_on_database_error(
@@ -136,29 +359,38 @@ class Worker:
         )
 
     def _unregister(self):
+        now = timezone.now()
         WorkerRecord.objects.filter(pk=self.worker_id).update(
-            stopped_at=timezone.now(), in_flight=0, last_heartbeat_at=timezone.now()
+            stopped_at=now, in_flight=0, last_heartbeat_at=now
         )
 
     def _heartbeat(self):
-        """Say this worker is alive and renew the leases of the tasks it is running."""
+        """Say this worker is alive, renew its leases, and stop tasks cancelled long ago."""
         if time.monotonic() < self._next_heartbeat:
             return
-        self._next_heartbeat = time.monotonic() + self.lease_seconds / 3
+        self._next_heartbeat = time.monotonic() + min(
+            self.lease_seconds / 3, jobs_settings.CANCEL_GRACE / 2
+        )
 
         def beat():
             now = timezone.now()
-            Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING).update(
-                lease_expires_at=now + timedelta(seconds=self.lease_seconds)
-            )
+            mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
+            mine.update(lease_expires_at=now + timedelta(seconds=self.lease_seconds))
             WorkerRecord.objects.filter(pk=self.worker_id).update(
-                last_heartbeat_at=now, in_flight=self._in_flight_count()
+                last_heartbeat_at=now, in_flight=self._busy()
             )
+            overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
+            return set(mine.filter(cancel_requested_at__lte=overdue).values_list("pk", flat=True))
 
         try:
-            retry_on_database_error(beat, what="heartbeat", model=Task)
+            ignoring_cancel = retry_on_database_error(beat, what="heartbeat", model=Task)
         except Exception:
             logger.exception("heartbeat failed worker_id=%s", self.worker_id)
+            return
+        for child in list(self.children):
+            if child.busy and child.task.pk in ignoring_cancel:
+                logger.warning("task ignored its cancellation, stopping it id=%s", child.task.pk)
+                self._kill_and_replace(child, "cancel")
 
     def _maintain(self):
         if time.monotonic() < self._next_maintenance:
@@ -168,19 +400,3 @@ class Worker:
             retry_on_database_error(maintenance.run, what="maintenance", model=Task)
         except Exception:
             logger.exception("maintenance failed worker_id=%s", self.worker_id)
-
-    def _start(self, pool, task: Task):
-        with self._lock:
-            self._in_flight.add(task.pk)
-        pool.submit(self._run_one, task)
-
-    def _run_one(self, task: Task):
-        try:
-            executor.run(task)
-        except Exception:
-            # The outcome could not be recorded even after retries; the lease brings it back.
-            logger.exception("task outcome not recorded task_id=%s", task.pk)
-        finally:
-            with self._lock:
-                self._in_flight.discard(task.pk)
-            self._wake.set()

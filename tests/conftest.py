@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
+WORKER_APP_NAME = "jobs-test-worker"
 
 
 def database_url_for_tests() -> str:
@@ -17,7 +18,8 @@ def database_url_for_tests() -> str:
     user = settings.get("USER") or ""
     host = settings.get("HOST") or "127.0.0.1"
     port = settings.get("PORT") or 5432
-    return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+    # Named, so that a test can tell the workers' connections from its own.
+    return f"postgres://{user}@{host}:{port}/{settings['NAME']}?application_name={WORKER_APP_NAME}"
 
 
 @pytest.fixture
@@ -52,3 +54,65 @@ def runworker(worker_env):
 def postgres_only():
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL behaviour; the suite's PostgreSQL run covers it")
+
+
+class WorkerProcess:
+    """A ``runworker`` running in the background, its output collected in a file."""
+
+    def __init__(self, args, env, log_path):
+        self.log_path = log_path
+        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def output(self) -> str:
+        self._log.flush()
+        return Path(self.log_path).read_text()
+
+    def signal(self, signum):
+        self.process.send_signal(signum)
+
+    def wait(self, timeout=30) -> int:
+        return self.process.wait(timeout)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._log.close()
+
+
+@pytest.fixture
+def start_worker(worker_env, tmp_path):
+    """Start background ``runworker`` processes; each is killed at the end of the test."""
+    started = []
+
+    def start(*args, env=None):
+        worker = WorkerProcess(
+            args, {**worker_env, **(env or {})}, tmp_path / f"worker-{len(started)}.log"
+        )
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
+    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {message}")

@@ -1,5 +1,7 @@
 """Test settings: the demo's, with a shared test database that worker processes can open too."""
 
+import os
+
 import django
 
 from demo_project.settings import *  # noqa: F403
@@ -17,7 +19,11 @@ if django.VERSION >= (6, 1):
 else:
     EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 
-# Short timings keep process tests fast.
+# Short timings keep process tests fast; tests of workers set some per process through the
+# environment (JOBS_LEASE_SECONDS=1 ...).
+for _name in ("LEASE_SECONDS", "MAINTENANCE_INTERVAL", "CANCEL_GRACE", "SHUTDOWN_GRACE"):
+    if f"JOBS_{_name}" in os.environ:
+        globals()[f"JOBS_{_name}"] = float(os.environ[f"JOBS_{_name}"])
 JOBS_POLL_INTERVAL = 0.2
 JOBS_BACKOFF_BASE = 0.2
 JOBS_BACKOFF_MAX = 2.0

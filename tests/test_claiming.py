@@ -71,6 +71,7 @@ def test_concurrent_claims_never_take_the_same_row():
                 batch = claiming.claim(worker, 7, lease_seconds=30)
                 if not batch:
                     return
+                assert len(batch) <= 7, f"claimed {len(batch)} rows with LIMIT 7"
                 with lock:
                     claimed.extend(t.pk for t in batch)
         except Exception as exc:
@@ -110,7 +111,7 @@ def test_claim_query_uses_the_partial_index_with_many_finished_rows(postgres_onl
     adapt = connection.ops.adapt_datetimefield_value
     now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, ["w", adapt(now), adapt(now), adapt(now), adapt(now), 10])
+        cursor.execute("EXPLAIN " + sql, [adapt(now), 10, "w", adapt(now), adapt(now), adapt(now)])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "jobs_task_claimable_idx" in plan, plan
     assert "Seq Scan" not in plan, plan

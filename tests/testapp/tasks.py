@@ -1,5 +1,9 @@
 """Tasks the test suite enqueues and runs in real worker processes."""
 
+import os
+import signal
+import time
+
 from jobs import PermanentError, TransientError, task
 from tests.testapp.models import SideEffect
 
@@ -65,3 +69,60 @@ def backend_pid(n):
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         return cursor.fetchone()[0]
+
+
+@task(takes_context=True, max_attempts=3)
+def slow_on_first_attempt(context, key, seconds):
+    """Take long on the first attempt only (to be killed mid-way), then record one effect."""
+    if context.attempt == 1:
+        time.sleep(seconds)
+    SideEffect.objects.get_or_create(key=key)
+    return context.attempt
+
+
+@task(max_attempts=1)
+def sleep_then_effect(key, seconds):
+    time.sleep(seconds)
+    SideEffect.objects.create(key=key)
+
+
+@task(max_attempts=1, timeout=1)
+def hang():
+    time.sleep(10**6)
+
+
+@task(max_attempts=1)
+def exit_hard():
+    os._exit(3)
+
+
+@task(max_attempts=1)
+def die_by_signal():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task(max_attempts=1)
+def grow_memory():
+    hoard = []
+    while True:
+        hoard.append(bytearray(8 * 1024 * 1024))
+        time.sleep(0.01)
+
+
+@task(takes_context=True)
+def checks_for_cancel(context):
+    for _ in range(2000):
+        context.check_cancelled()
+        time.sleep(0.05)
+
+
+@task
+def ignores_cancel():
+    time.sleep(10**6)
+
+
+@task(max_attempts=5)
+def write_and_pause(key):
+    SideEffect.objects.create(key=key)
+    time.sleep(0.05)
+    return key

@@ -26,6 +26,16 @@ def positive_float(text):
     return value
 
 
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def queue_list(text):
     queues = [name.strip() for name in text.split(",") if name.strip()]
     if not queues:
@@ -61,6 +71,28 @@ class Command(BaseCommand):
             help="Seconds between looks for due tasks when idle (default: JOBS_POLL_INTERVAL).",
         )
 
+        parser.add_argument(
+            "--grace",
+            type=non_negative_float,
+            default=None,
+            help="Seconds running tasks get to finish after SIGTERM/SIGINT before they are "
+            "stopped and handed back (default: JOBS_SHUTDOWN_GRACE).",
+        )
+        parser.add_argument(
+            "--max-tasks-per-child",
+            type=positive_int,
+            default=None,
+            help="Replace a child process after this many tasks (default: never).",
+        )
+        parser.add_argument(
+            "--max-memory-per-child",
+            type=positive_int,
+            default=None,
+            metavar="MIB",
+            help="Stop a task whose process grows past this resident size, and replace the "
+            "process (default: no limit).",
+        )
+
     def handle(self, *args, queues, concurrency, burst, poll_interval, verbosity, **options):
         if verbosity > 0 and not logging.getLogger("jobs").handlers and not logging.root.handlers:
             logging.basicConfig(
@@ -68,7 +100,13 @@ class Command(BaseCommand):
                 format="%(asctime)s %(levelname)s %(name)s %(message)s",
             )
         worker = Worker(
-            queues=queues, concurrency=concurrency, burst=burst, poll_interval=poll_interval
+            queues=queues,
+            concurrency=concurrency,
+            burst=burst,
+            poll_interval=poll_interval,
+            grace=options["grace"],
+            max_tasks_per_child=options["max_tasks_per_child"],
+            max_memory_per_child=options["max_memory_per_child"],
         )
         exit_code = worker.run()
         if exit_code:

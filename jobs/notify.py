@@ -1,0 +1,81 @@
+"""Instant wake-up: PostgreSQL LISTEN/NOTIFY; elsewhere the worker simply polls.
+
+Tasks announce themselves from the database: a trigger (migration 0003) sends
+``NOTIFY jobs_task_ready, '<queue>'`` when a row becomes claimable now, on insert or when
+requeued, so every way of enqueueing (the ORM, bulk inserts, raw SQL) wakes idle workers, and
+a transaction that rolls back wakes nobody. The worker listens on its own connection, apart
+from the one it claims with, and reconnects after faults; polling is always the fallback.
+"""
+
+import contextlib
+import logging
+import time
+
+from django.db import connections, router
+
+from jobs.models import Task
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "jobs_task_ready"
+
+
+class Listener:
+    """A LISTEN connection whose socket the worker's wait can watch; None where unsupported."""
+
+    def __init__(self):
+        self.alias = router.db_for_write(Task)
+        self._connection = None
+        self._retry_at = 0.0
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and not self._connection.closed
+
+    @property
+    def supported(self) -> bool:
+        return connections[self.alias].vendor == "postgresql"
+
+    def fileno(self):
+        """Return the socket to wait on, connecting (again) if needed; None when unavailable."""
+        if not self.supported:
+            return None
+        if self._connection is None or self._connection.closed:
+            if time.monotonic() < self._retry_at:
+                return None
+            self._connect()
+        return self._connection.fileno() if self._connection is not None else None
+
+    def _connect(self):
+        import psycopg
+
+        params = connections[self.alias].get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        try:
+            self._connection = psycopg.connect(**params, autocommit=True)
+            self._connection.execute(f"LISTEN {CHANNEL}")
+            logger.debug("listening channel=%s", CHANNEL)
+        except psycopg.Error as exc:
+            self._connection = None
+            self._retry_at = time.monotonic() + 2.0
+            logger.warning("listen failed, polling meanwhile error=%s", str(exc).strip())
+
+    def drain(self) -> set[str]:
+        """Return the queues announced since the last call (empty if none or on a fault)."""
+        if self._connection is None:
+            return set()
+        import psycopg
+
+        try:
+            return {n.payload for n in self._connection.notifies(timeout=0)}
+        except psycopg.Error as exc:
+            logger.warning("listen connection lost, reconnecting error=%s", str(exc).strip())
+            self.close()
+            return set()
+
+    def close(self):
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                self._connection.close()
+            self._connection = None

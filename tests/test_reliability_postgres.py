@@ -1,0 +1,99 @@
+"""Worker promises that need PostgreSQL: NOTIFY wake-up, connection faults, many workers."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from jobs.models import Task
+from jobs.states import Status
+from tests.conftest import WORKER_APP_NAME, wait_for
+from tests.testapp import tasks
+from tests.testapp.models import SideEffect
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+
+
+@pytest.fixture(autouse=True)
+def _postgres(postgres_only):
+    pass
+
+
+def test_notify_wakes_an_idle_worker_well_before_its_poll(start_worker):
+    worker = start_worker("--poll-interval", "30")
+    wait_for(lambda: "worker started" in worker.output, message="worker start")
+    latencies = []
+    for i in range(5):
+        task = tasks.add.enqueue(i, i)
+        wait_for(
+            lambda task=task: Task.objects.filter(pk=task.pk, status=Status.SUCCEEDED).exists(),
+            timeout=10,
+            interval=0.01,
+            message="the task to run",
+        )
+        task.refresh_from_db()
+        latencies.append((task.started_at - task.created_at).total_seconds())
+    assert "listen=True" in worker.output
+    assert max(latencies) < 2.0, latencies  # a poll would take up to 30 s
+
+
+def test_worker_survives_its_connections_being_terminated(start_worker):
+    work = [tasks.write_and_pause.enqueue(f"k{i}") for i in range(60)]
+    worker = start_worker("--concurrency", "2")
+    stop = threading.Event()
+
+    def terminate_repeatedly():
+        for _ in range(3):
+            if stop.wait(0.7):
+                return
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND application_name = %s",
+                    [WORKER_APP_NAME],
+                )
+        connection.close()
+
+    killer = threading.Thread(target=terminate_repeatedly)
+    killer.start()
+    try:
+        wait_for(
+            lambda: (
+                Task.objects.filter(pk__in=[t.pk for t in work], status=Status.SUCCEEDED).count()
+                == len(work)
+            ),
+            timeout=90,
+            interval=0.2,
+            message="every task to succeed despite terminated connections",
+        )
+    finally:
+        stop.set()
+        killer.join()
+    assert not Task.objects.running().exists()
+    assert worker.process.poll() is None, worker.output  # still serving
+    assert "database fault" in worker.output or "listen connection lost" in worker.output
+
+
+def test_four_workers_drain_2000_tasks_each_run_exactly_once(runworker):
+    Task.objects.bulk_create(
+        [
+            Task(name="tests.testapp.tasks.record_effect", payload={"args": [str(i)], "kwargs": {}})
+            for i in range(2000)
+        ]
+    )
+    results = [None] * 4
+
+    def run(index):
+        results[index] = runworker("--burst", "--concurrency", "2", timeout=300)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(result.returncode == 0 for result in results), [r.stderr[-2000:] for r in results]
+    assert Task.objects.filter(status=Status.SUCCEEDED, attempts=1).count() == 2000
+    assert SideEffect.objects.count() == 2000
+    assert SideEffect.objects.values("key").distinct().count() == 2000
+    workers_used = {w for w in Task.objects.values_list("worker_id", flat=True)}
+    assert len(workers_used) == 4  # the work really was shared
