@@ -7,4 +7,9 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from jobs import checks  # noqa: F401  (registers system checks)
+        from jobs import (  # noqa: F401  (registers system checks and the schedules' admin)
+            admin_schedules,
+            checks,
+            periodic,
+            pruning,
+        )

@@ -183,3 +183,50 @@ class Worker(models.Model):
 
     def __str__(self):
         return self.id
+
+
+class Schedule(models.Model):
+    """The state of one periodic schedule: what workers last enqueued for it, and when next.
+
+    Schedules are declared in settings (``JOBS_SCHEDULES``) or code (``jobs.periodic``); workers
+    mirror each declaration here so the admin can show it. The row holds no lock: one enqueue
+    per due time comes from the task table's unique idempotency key.
+    """
+
+    name = models.CharField(primary_key=True, max_length=200)
+    task = models.CharField(max_length=200, help_text="Registered name of the task enqueued.")
+    cron = models.CharField(max_length=200, blank=True, default="")
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    enabled = models.BooleanField(default=True, help_text="Untick to pause the schedule.")
+    last_run_at = models.DateTimeField(null=True, blank=True, help_text="Slot last enqueued.")
+    last_task_id = models.UUIDField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def every(self):
+        return self.cron or f"every {self.interval_seconds}s"
+
+
+class MaintenanceLock(models.Model):
+    """A named lease over a maintenance duty that only one worker at a time should run.
+
+    Taken with a conditional UPDATE (works on SQLite and PostgreSQL alike); a holder that dies
+    loses it when ``locked_until`` passes.
+    """
+
+    name = models.CharField(primary_key=True, max_length=100)
+    holder = models.CharField(max_length=100, blank=True, default="")
+    locked_until = models.DateTimeField(null=True, blank=True)
+    last_finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return self.name

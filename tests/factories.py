@@ -6,7 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs.models import Task
+from jobs.models import Schedule, Task, Worker
 from jobs.states import Status
 
 
@@ -67,3 +67,29 @@ class TaskFactory(factory.django.DjangoModelFactory):
             worker_id="dead-worker",
             lease_expires_at=factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=5)),
         )
+
+
+class ScheduleFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Schedule
+
+    name = factory.Sequence(lambda n: f"schedule{n}")
+    task = "tests.testapp.tasks.add"
+    cron = "*/5 * * * *"
+
+
+class WorkerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Worker
+
+    id = factory.Sequence(lambda n: f"host:{1000 + n}:abc{n}")
+    hostname = "host"
+    pid = factory.Sequence(lambda n: 1000 + n)
+    concurrency = 4
+
+    class Params:
+        # Its last heartbeat is long past: the process is gone without saying so.
+        silent = factory.Trait(
+            last_heartbeat_at=factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+        )
+        stopped = factory.Trait(stopped_at=factory.LazyFunction(timezone.now))
