@@ -25,7 +25,12 @@ def run(*, now=None, worker_id=None) -> dict:
     done["scheduled"] = _isolated("periodic", lambda: len(periodic.run_due(now=now)))
     done["pruned"] = _isolated("prune", lambda: pruning.auto_prune(worker_id, now=now))
     if any(done.values()):
-        logger.info("maintenance %s", " ".join(f"{k}={v}" for k, v in done.items()))
+        logger.info(
+            "maintenance done rescued=%d scheduled=%d pruned=%d",
+            done["rescued"],
+            done["scheduled"],
+            done["pruned"],
+        )
     return done
 
 
