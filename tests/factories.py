@@ -77,19 +77,3 @@ class ScheduleFactory(factory.django.DjangoModelFactory):
     task = "tests.testapp.tasks.add"
     cron = "*/5 * * * *"
 
-
-class WorkerFactory(factory.django.DjangoModelFactory):
-    class Meta:
-        model = Worker
-
-    id = factory.Sequence(lambda n: f"host:{1000 + n}:abc{n}")
-    hostname = "host"
-    pid = factory.Sequence(lambda n: 1000 + n)
-    concurrency = 4
-
-    class Params:
-        # Its last heartbeat is long past: the process is gone without saying so.
-        silent = factory.Trait(
-            last_heartbeat_at=factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
-        )
-        stopped = factory.Trait(stopped_at=factory.LazyFunction(timezone.now))
