@@ -26,6 +26,15 @@ DEFAULTS = {
     "MAINTENANCE_INTERVAL": 5.0,
     # Seconds a bookkeeping write keeps retrying through database faults before giving up.
     "DATABASE_RETRY_SECONDS": 60.0,
+    # Admin dashboard and metrics: seconds the oldest due task may wait before it shows amber
+    # (warning) or red (critical); a task running longer than RUNNING_WARNING needs attention.
+    "WAITING_WARNING_SECONDS": 60.0,
+    "WAITING_CRITICAL_SECONDS": 300.0,
+    "RUNNING_WARNING_SECONDS": 900.0,
+    # How far back the dashboard looks for throughput, timings and failures, and how often it
+    # reloads itself (seconds).
+    "METRICS_WINDOW_SECONDS": 3600.0,
+    "DASHBOARD_REFRESH_SECONDS": 10,
     # Pruning: how long finished tasks are kept, by status (seconds or a timedelta; None keeps
     # them for ever), and how many rows one DELETE removes.
     "PRUNE_AFTER": {"succeeded": 7 * 86400, "failed": 30 * 86400, "cancelled": 30 * 86400},

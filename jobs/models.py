@@ -114,6 +114,14 @@ class Task(models.Model):
             models.Index(fields=["status", "finished_at"], name="jobs_task_status_finished_idx"),
             models.Index(fields=["owner", "-created_at"], name="jobs_task_owner_created_idx"),
             models.Index(fields=["-created_at"], name="jobs_task_created_idx"),
+            # Per-queue counts by status (an index-only scan) and the admin's queue filter.
+            models.Index(fields=["queue", "status"], name="jobs_task_queue_status_idx"),
+            # The admin's name filter, newest first, and the list of distinct names it offers.
+            models.Index(fields=["name", "-created_at"], name="jobs_task_name_created_idx"),
+        ]
+        permissions = [
+            ("retry_task", "Can retry failed or cancelled tasks"),
+            ("cancel_task", "Can cancel tasks"),
         ]
 
     def __str__(self):
@@ -183,6 +191,27 @@ class Worker(models.Model):
 
     def __str__(self):
         return self.id
+
+
+class QueuePause(models.Model):
+    """A paused queue: workers claim nothing from it while this row exists."""
+
+    queue = models.CharField(primary_key=True, max_length=100)
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["queue"]
+        permissions = [("pause_queue", "Can pause and resume queues")]
+
+    def __str__(self):
+        return f"{self.queue} (paused)"
 
 
 class Schedule(models.Model):

@@ -69,6 +69,27 @@ class TaskFactory(factory.django.DjangoModelFactory):
         )
 
 
+class WorkerFactory(factory.django.DjangoModelFactory):
+    """A worker's heartbeat row; alive unless ``stopped`` or ``silent``."""
+
+    class Meta:
+        model = Worker
+
+    id = factory.Sequence(lambda n: f"host:{1000 + n}:abc{n:03d}")
+    hostname = "host"
+    pid = factory.Sequence(lambda n: 1000 + n)
+    concurrency = 4
+    started_at = factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=10))
+    last_heartbeat_at = factory.LazyFunction(timezone.now)
+
+    class Params:
+        stopped = factory.Trait(stopped_at=factory.LazyFunction(timezone.now))
+        # Stopped beating without saying so: killed.
+        silent = factory.Trait(
+            last_heartbeat_at=factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+        )
+
+
 class ScheduleFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Schedule
@@ -76,4 +97,3 @@ class ScheduleFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"schedule{n}")
     task = "tests.testapp.tasks.add"
     cron = "*/5 * * * *"
-

@@ -8,6 +8,8 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('jobs', '0002_worker'),
+        # Linearised after issue-admin's migration, merged into this branch.
+        ('jobs', '0004_admin'),
     ]
 
     operations = [
