@@ -259,3 +259,23 @@ class MaintenanceLock(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class EventCounter(models.Model):
+    """A running total of one kind of event in one queue (retries, failures, rescues).
+
+    Kept in the database, not in a process, so every web process exports the same monotonic
+    counter, and pruning old tasks never makes it go down.
+    """
+
+    event = models.CharField(max_length=32)
+    queue = models.CharField(max_length=100)
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["event", "queue"], name="jobs_eventcounter_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.event} {self.queue}={self.value}"

@@ -30,7 +30,7 @@ import math
 from datetime import UTC, timedelta
 
 from django.db import connections, router
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
@@ -398,3 +398,35 @@ def snapshot(*, now=None, window=None, minutes: int = 60) -> Snapshot:
         waiting_too_long=waiting_too_long(now=now),
         running_too_long=running_too_long(now=now),
     )
+
+
+# --- used by stats/health/exporter ---
+
+
+def last_heartbeat_age(*, now=None) -> float | None:
+    """Return the seconds since the latest heartbeat of any running worker (None: no worker)."""
+    now = _now(now)
+    latest = Worker.objects.filter(stopped_at__isnull=True).aggregate(at=Max("last_heartbeat_at"))
+    return None if latest["at"] is None else max(0.0, (now - latest["at"]).total_seconds())
+
+
+def duration_histograms(start: str, end: str, bounds, *, now=None, window=None) -> dict:
+    """Bucket, per queue, ``end - start`` of tasks finished in the window (one grouped query).
+
+    Return ``{queue: (cumulative counts at or under each bound, sum in seconds, count)}``.
+    """
+    now, window = _now(now), _window(window)
+    rows = (
+        _finished_in(now, window)
+        .filter(started_at__isnull=False)
+        .annotate(d=ExpressionWrapper(F(end) - F(start), output_field=DurationField()))
+    )
+    counts = {
+        f"le{i}": Count("pk", filter=Q(d__lte=timedelta(seconds=bound)))
+        for i, bound in enumerate(bounds)
+    }
+    found = {}
+    for row in rows.order_by().values("queue").annotate(n=Count("pk"), total=Sum("d"), **counts):
+        total = row["total"].total_seconds() if row["total"] is not None else 0.0
+        found[row["queue"]] = ([row[f"le{i}"] for i in range(len(bounds))], total, row["n"])
+    return found
