@@ -21,7 +21,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
 )
 
-from jobs import counters, metrics
+from jobs import counters, metrics, pausing
 
 # Seconds; wide, since tasks range from a mail (sub-second) to a report (many minutes).
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600)
@@ -89,7 +89,7 @@ class JobsCollector:
         paused = GaugeMetricFamily(
             "jobs_queue_paused", "1 if the queue is paused.", labels=["queue"]
         )
-        for queue in sorted(metrics.pausing.paused_queues()):
+        for queue in sorted(pausing.paused_queues()):
             paused.add_metric([queue], 1)
         yield paused
 

@@ -103,7 +103,7 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
     for queue, outcome in sorted(ends.items()):
         ran = outcome.succeeded + outcome.failed
         rate = outcome.failure_rate
-        if wanted(queue) and ran >= limits.min_tasks and rate > limits.max_failure_rate:
+        if wanted(queue) and ran and ran >= limits.min_tasks and rate > limits.max_failure_rate:
             health.problems.append(
                 Problem(
                     "failures",

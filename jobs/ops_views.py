@@ -10,7 +10,7 @@ import hmac
 from django.db import DatabaseError
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from jobs import exporter, health
@@ -18,7 +18,7 @@ from jobs.conf import jobs_settings
 
 
 @never_cache
-@require_GET
+@require_safe
 def health_view(request):
     """Answer 200 when healthy, 503 with the reason when not (or when the database is down)."""
     try:
@@ -44,7 +44,7 @@ def bearer_token_matches(request) -> bool:
 
 
 @never_cache
-@require_GET
+@require_safe
 def metrics_view(request):
     """Return the metrics to staff or to a holder of the bearer token; 401/403 to others."""
     user = getattr(request, "user", None)

@@ -160,3 +160,11 @@ def test_endpoint_needs_no_login_and_is_not_cached(client, worker):
     response = client.get("/jobs/ops/health")
     assert response.status_code == 200
     assert "no-cache" in response["Cache-Control"]
+
+
+def test_a_minimum_of_zero_tasks_with_nothing_finished_does_not_trip(worker, now):
+    assert health.check(health.Thresholds(min_tasks=0), now=now).ok
+
+
+def test_a_probe_may_send_head(client, worker):
+    assert client.head("/jobs/ops/health").status_code == 200
