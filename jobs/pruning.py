@@ -103,9 +103,10 @@ def prune(
                 break
             with transaction.atomic():
                 # Re-checked here: a task requeued since the select is not finished any more.
-                count, _ = prunable(status, age, now).filter(pk__in=ids).delete()
+                _, per_model = prunable(status, age, now).filter(pk__in=ids).delete()
             batches += 1
-            deleted += _tasks_deleted(count, ids)
+            # Tasks only: rows of other models that cascaded with them are not counted.
+            deleted += per_model.get(Task._meta.label, 0)
             if len(ids) < batch_size:
                 break
         report.counts[status] = deleted
@@ -116,11 +117,6 @@ def prune(
             str(report.complete).lower(),
         )
     return report
-
-
-def _tasks_deleted(count, ids) -> int:
-    # ``delete()`` counts cascaded rows of other models too; the batch bounds the tasks.
-    return min(count, len(ids))
 
 
 # Automatic pruning, at most one worker at a time -------------------------------------------------
