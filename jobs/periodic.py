@@ -24,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.conf import jobs_settings
-from jobs.exceptions import UnknownTaskError
+from jobs.exceptions import PayloadError, UnknownTaskError
 from jobs.models import Schedule
 from jobs.registry import enqueue
 
@@ -169,6 +169,8 @@ def declared() -> dict:
 
 @dataclass
 class SlotResult:
+    """One slot a worker enqueued; ``created`` is False when another worker had done it."""
+
     schedule: str
     slot: datetime
     task_id: object
@@ -196,6 +198,9 @@ def run_due(*, now=None) -> list:
             results.append(enqueue_slot(spec, slot, now=now))
         except UnknownTaskError:
             logger.error("schedule task unknown schedule=%s task=%s", spec.name, spec.task)
+        except PayloadError as exc:
+            # One schedule's bad arguments must not hold back the others.
+            logger.error("schedule arguments refused schedule=%s error=%s", spec.name, exc)
     return results
 
 

@@ -143,6 +143,17 @@ def test_an_unknown_task_is_logged_and_other_schedules_still_run(settings, caplo
     assert "schedule task unknown schedule=ghost" in caplog.text
 
 
+def test_arguments_that_are_not_json_are_logged_and_skipped(settings, caplog):
+    settings.JOBS_SCHEDULES = {
+        "bad-args": {"task": "tests.testapp.tasks.add", "every": 60, "args": [object(), 1]},
+        "sum": {"task": "tests.testapp.tasks.add", "every": 60, "args": [1, 1]},
+    }
+    periodic.run_due(now=T0)
+    done = periodic.run_due(now=T0 + MINUTE)
+    assert [r.schedule for r in done] == ["sum"]
+    assert "schedule arguments refused schedule=bad-args" in caplog.text
+
+
 def test_maintenance_round_enqueues_due_schedules(every_five):
     maintenance.run(now=T0)
     assert maintenance.run(now=T0 + 3 * MINUTE)["scheduled"] == 1
