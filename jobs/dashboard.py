@@ -130,14 +130,14 @@ def bar_chart(counts: list[int], minutes, *, width: int = 600, height: int = 120
     slot = width / len(counts)
     bars = format_html_join(
         "",
-        '<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"><title>{} UTC: {}</title>'
-        "</rect>",
+        '<rect x="{}" y="{}" width="{}" height="{}"><title>{} UTC: {}</title></rect>',
         (
             (
-                i * slot + 0.5,
-                height - n / top * height,
-                max(slot - 1, 0.5),
-                n / top * height,
+                # format_html escapes its arguments into strings: numbers are formatted first.
+                f"{i * slot + 0.5:.1f}",
+                f"{height - n / top * height:.1f}",
+                f"{max(slot - 1, 0.5):.1f}",
+                f"{n / top * height:.1f}",
                 minute.strftime("%H:%M"),
                 n,
             )
