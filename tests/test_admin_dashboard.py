@@ -113,7 +113,7 @@ def test_every_number_comes_from_metrics(viewer):
         "1.5 s / 42 s",
         "250 ms / 3.0 s",
         "25.0%",
-        "5 · 6 (+11)",
+        "5 waiting, 6 retried (+11)",
         "paused",
     ):
         assert text in row, text
