@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, executor, maintenance
+from jobs import claiming, executor, maintenance, pausing
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.models import Task
@@ -53,6 +53,7 @@ class Worker:
         self._lock = threading.Lock()
         self._next_maintenance = 0.0
         self._next_heartbeat = 0.0
+        self._paused = frozenset()
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -74,6 +75,9 @@ class Worker:
                 self._wake.clear()
                 self._heartbeat()
                 self._maintain()
+                self._paused = pausing.log_changes(
+                    self._paused, self.queues, worker_id=self.worker_id
+                )
                 claimed = self._claim()
                 for task in claimed:
                     self._start(pool, task)
