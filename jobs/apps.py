@@ -8,6 +8,6 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         # Imported for their side effects: system checks, and the schedules' admin.
-        from jobs import admin_schedules, checks, counters, periodic, pruning  # noqa: F401
+        from jobs import admin_schedules, checks, counters, health, periodic, pruning  # noqa: F401
 
         counters.connect()

@@ -12,6 +12,7 @@ Unhealthy when any of these holds:
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
+from django.core import checks
 from django.utils import timezone
 
 from jobs import metrics
@@ -127,3 +128,41 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
         )
     health.queues = len([queue for queue in metrics.queue_names() if wanted(queue)])
     return health
+
+
+@checks.register()
+def check_health_settings(app_configs, **kwargs):
+    """Report health thresholds and a metrics token that would make the checks misbehave."""
+    errors = []
+    for name in ("HEALTH_MAX_WAIT_SECONDS", "HEALTH_FAILURE_WINDOW", "HEALTH_HEARTBEAT_SECONDS"):
+        value = getattr(jobs_settings, name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            errors.append(
+                checks.Error(f"JOBS_{name} must be seconds above 0, got {value!r}.", id="jobs.E301")
+            )
+    rate = jobs_settings.HEALTH_MAX_FAILURE_RATE
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 <= rate <= 1:
+        errors.append(
+            checks.Error(
+                f"JOBS_HEALTH_MAX_FAILURE_RATE must be a fraction from 0 to 1, got {rate!r}.",
+                id="jobs.E302",
+            )
+        )
+    minimum = jobs_settings.HEALTH_FAILURE_MIN_TASKS
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
+        errors.append(
+            checks.Error(
+                f"JOBS_HEALTH_FAILURE_MIN_TASKS must be a whole number, got {minimum!r}.",
+                id="jobs.E303",
+            )
+        )
+    token = jobs_settings.METRICS_TOKEN
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        errors.append(
+            checks.Error(
+                "JOBS_METRICS_TOKEN must be None or a string of at least 16 characters "
+                "(a guessable token would open the metrics to anyone).",
+                id="jobs.E304",
+            )
+        )
+    return errors

@@ -157,12 +157,16 @@ def test_staff_read_them(client):
 
 
 def test_a_scraper_with_the_bearer_token_reads_them(client, settings):
-    settings.JOBS_METRICS_TOKEN = "s3cret-token"
-    ok = client.get("/jobs/ops/metrics", headers={"Authorization": "Bearer s3cret-token"})
+    settings.JOBS_METRICS_TOKEN = "s3cret-token-for-tests"
+    ok = client.get("/jobs/ops/metrics", headers={"Authorization": "Bearer s3cret-token-for-tests"})
     assert ok.status_code == 200
-    wrong = client.get("/jobs/ops/metrics", headers={"Authorization": "Bearer s3cret-tokeX"})
+    wrong = client.get(
+        "/jobs/ops/metrics", headers={"Authorization": "Bearer s3cret-token-for-testX"}
+    )
     assert wrong.status_code == 401
-    basic = client.get("/jobs/ops/metrics", headers={"Authorization": "Basic s3cret-token"})
+    basic = client.get(
+        "/jobs/ops/metrics", headers={"Authorization": "Basic s3cret-token-for-tests"}
+    )
     assert basic.status_code == 401
 
 

@@ -168,3 +168,19 @@ def test_a_minimum_of_zero_tasks_with_nothing_finished_does_not_trip(worker, now
 
 def test_a_probe_may_send_head(client, worker):
     assert client.head("/jobs/ops/health").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("JOBS_HEALTH_MAX_WAIT_SECONDS", 0, "jobs.E301"),
+        ("JOBS_HEALTH_HEARTBEAT_SECONDS", "2m", "jobs.E301"),
+        ("JOBS_HEALTH_MAX_FAILURE_RATE", 50, "jobs.E302"),
+        ("JOBS_HEALTH_FAILURE_MIN_TASKS", -1, "jobs.E303"),
+        ("JOBS_METRICS_TOKEN", "short", "jobs.E304"),
+    ],
+)
+def test_nonsense_settings_are_reported_at_startup(settings, name, value, error):
+    assert health.check_health_settings(None) == []
+    setattr(settings, name, value)
+    assert [e.id for e in health.check_health_settings(None)] == [error]
