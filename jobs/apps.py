@@ -7,4 +7,7 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from jobs import checks  # noqa: F401  (registers system checks)
+        # Imported for their side effects: system checks, and the schedules' admin.
+        from jobs import admin_schedules, checks, counters, health, periodic, pruning  # noqa: F401
+
+        counters.connect()

@@ -16,7 +16,7 @@ from django.db import OperationalError, connections, router
 from django.utils import timezone
 
 from jobs import states
-from jobs.models import Task
+from jobs.models import QueuePause, Task
 
 logger = logging.getLogger(__name__)
 
@@ -28,11 +28,13 @@ def _claim_sql(connection, queue_count: int) -> str:
     run the ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``.
     """
     table = connection.ops.quote_name(Task._meta.db_table)
+    paused = connection.ops.quote_name(QueuePause._meta.db_table)
     sources = ", ".join(f"'{status}'" for status in sorted(states.CLAIM.sources))
     queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})" if queue_count else ""
     pick = f"""
         SELECT id FROM {table}
         WHERE status IN ({sources}) AND run_after <= %s {queue_filter}
+            AND queue NOT IN (SELECT queue FROM {paused})
         ORDER BY priority DESC, run_after
         LIMIT %s
     """

@@ -33,6 +33,34 @@ DEFAULTS = {
     "MAINTENANCE_INTERVAL": 5.0,
     # Seconds a bookkeeping write keeps retrying through database faults before giving up.
     "DATABASE_RETRY_SECONDS": 60.0,
+    # Admin dashboard and metrics: seconds the oldest due task may wait before it shows amber
+    # (warning) or red (critical); a task running longer than RUNNING_WARNING needs attention.
+    "WAITING_WARNING_SECONDS": 60.0,
+    "WAITING_CRITICAL_SECONDS": 300.0,
+    "RUNNING_WARNING_SECONDS": 900.0,
+    # How far back the dashboard looks for throughput, timings and failures, and how often it
+    # reloads itself (seconds).
+    "METRICS_WINDOW_SECONDS": 3600.0,
+    "DASHBOARD_REFRESH_SECONDS": 10,
+    # Pruning: how long finished tasks are kept, by status (seconds or a timedelta; None keeps
+    # them for ever), and how many rows one DELETE removes.
+    "PRUNE_AFTER": {"succeeded": 7 * 86400, "failed": 30 * 86400, "cancelled": 30 * 86400},
+    "PRUNE_BATCH_SIZE": 1000,
+    # Automatic pruning by workers (one at a time), every PRUNE_INTERVAL seconds, at most
+    # PRUNE_MAX_BATCHES batches per maintenance round so a worker never stops claiming for long.
+    "AUTO_PRUNE": False,
+    "PRUNE_INTERVAL": 3600.0,
+    "PRUNE_MAX_BATCHES": 10,
+    # Periodic tasks: {"name": {"task": ..., "cron": "*/5 * * * *" or "every": seconds, ...}}.
+    "SCHEDULES": {},
+    # Health: thresholds of `jobs_health` and the health endpoint.
+    "HEALTH_MAX_WAIT_SECONDS": 600.0,
+    "HEALTH_MAX_FAILURE_RATE": 0.5,
+    "HEALTH_FAILURE_WINDOW": 900.0,
+    "HEALTH_FAILURE_MIN_TASKS": 10,
+    "HEALTH_HEARTBEAT_SECONDS": 120.0,
+    # Bearer token that may read the metrics endpoint besides staff; None: staff only.
+    "METRICS_TOKEN": None,
 }
 
 

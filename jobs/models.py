@@ -114,6 +114,14 @@ class Task(models.Model):
             models.Index(fields=["status", "finished_at"], name="jobs_task_status_finished_idx"),
             models.Index(fields=["owner", "-created_at"], name="jobs_task_owner_created_idx"),
             models.Index(fields=["-created_at"], name="jobs_task_created_idx"),
+            # Per-queue counts by status (an index-only scan) and the admin's queue filter.
+            models.Index(fields=["queue", "status"], name="jobs_task_queue_status_idx"),
+            # The admin's name filter, newest first, and the list of distinct names it offers.
+            models.Index(fields=["name", "-created_at"], name="jobs_task_name_created_idx"),
+        ]
+        permissions = [
+            ("retry_task", "Can retry failed or cancelled tasks"),
+            ("cancel_task", "Can cancel tasks"),
         ]
 
     def __str__(self):
@@ -183,3 +191,91 @@ class Worker(models.Model):
 
     def __str__(self):
         return self.id
+
+
+class QueuePause(models.Model):
+    """A paused queue: workers claim nothing from it while this row exists."""
+
+    queue = models.CharField(primary_key=True, max_length=100)
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["queue"]
+        permissions = [("pause_queue", "Can pause and resume queues")]
+
+    def __str__(self):
+        return f"{self.queue} (paused)"
+
+
+class Schedule(models.Model):
+    """The state of one periodic schedule: what workers last enqueued for it, and when next.
+
+    Schedules are declared in settings (``JOBS_SCHEDULES``) or code (``jobs.periodic``); workers
+    mirror each declaration here so the admin can show it. The row holds no lock: one enqueue
+    per due time comes from the task table's unique idempotency key.
+    """
+
+    name = models.CharField(primary_key=True, max_length=200)
+    task = models.CharField(max_length=200, help_text="Registered name of the task enqueued.")
+    cron = models.CharField(max_length=200, blank=True, default="")
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    enabled = models.BooleanField(default=True, help_text="Untick to pause the schedule.")
+    last_run_at = models.DateTimeField(null=True, blank=True, help_text="Slot last enqueued.")
+    last_task_id = models.UUIDField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def every(self):
+        return self.cron or f"every {self.interval_seconds}s"
+
+
+class MaintenanceLock(models.Model):
+    """A named lease over a maintenance duty that only one worker at a time should run.
+
+    Taken with a conditional UPDATE (works on SQLite and PostgreSQL alike); a holder that dies
+    loses it when ``locked_until`` passes.
+    """
+
+    name = models.CharField(primary_key=True, max_length=100)
+    holder = models.CharField(max_length=100, blank=True, default="")
+    locked_until = models.DateTimeField(null=True, blank=True)
+    last_finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return self.name
+
+
+class EventCounter(models.Model):
+    """A running total of one kind of event in one queue (retries, failures, rescues).
+
+    Kept in the database, not in a process, so every web process exports the same monotonic
+    counter, and pruning old tasks never makes it go down.
+    """
+
+    event = models.CharField(max_length=32)
+    queue = models.CharField(max_length=100)
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["event", "queue"], name="jobs_eventcounter_unique")
+        ]
+
+    def __str__(self):
+        return f"{self.event} {self.queue}={self.value}"

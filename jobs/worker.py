@@ -20,7 +20,7 @@ from multiprocessing.connection import wait
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, executor, maintenance, transitions
+from jobs import claiming, executor, maintenance, pausing, transitions
 from jobs.child import Child, start_child
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
@@ -75,6 +75,7 @@ class Worker:
         self._next_maintenance = 0.0
         self._next_due = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
+        self._paused = frozenset()  # queues of this worker paused, as last logged
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -387,6 +388,8 @@ class Worker:
         except Exception:
             logger.exception("heartbeat failed worker_id=%s", self.worker_id)
             return
+        # The claim itself skips paused queues; this only tells the operator reading the log.
+        self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
         for child in list(self.children):
             if child.busy and child.task.pk in ignoring_cancel:
                 logger.warning("task ignored its cancellation, stopping it id=%s", child.task.pk)
@@ -397,6 +400,8 @@ class Worker:
             return
         self._next_maintenance = time.monotonic() + jobs_settings.MAINTENANCE_INTERVAL
         try:
-            retry_on_database_error(maintenance.run, what="maintenance", model=Task)
+            retry_on_database_error(
+                lambda: maintenance.run(worker_id=self.worker_id), what="maintenance", model=Task
+            )
         except Exception:
             logger.exception("maintenance failed worker_id=%s", self.worker_id)

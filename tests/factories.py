@@ -6,7 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs.models import Task
+from jobs.models import Schedule, Task, Worker
 from jobs.states import Status
 
 
@@ -67,3 +67,33 @@ class TaskFactory(factory.django.DjangoModelFactory):
             worker_id="dead-worker",
             lease_expires_at=factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=5)),
         )
+
+
+class WorkerFactory(factory.django.DjangoModelFactory):
+    """A worker's heartbeat row; alive unless ``stopped`` or ``silent``."""
+
+    class Meta:
+        model = Worker
+
+    id = factory.Sequence(lambda n: f"host:{1000 + n}:abc{n:03d}")
+    hostname = "host"
+    pid = factory.Sequence(lambda n: 1000 + n)
+    concurrency = 4
+    started_at = factory.LazyFunction(lambda: timezone.now() - timedelta(minutes=10))
+    last_heartbeat_at = factory.LazyFunction(timezone.now)
+
+    class Params:
+        stopped = factory.Trait(stopped_at=factory.LazyFunction(timezone.now))
+        # Stopped beating without saying so: killed.
+        silent = factory.Trait(
+            last_heartbeat_at=factory.LazyFunction(lambda: timezone.now() - timedelta(hours=1))
+        )
+
+
+class ScheduleFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Schedule
+
+    name = factory.Sequence(lambda n: f"schedule{n}")
+    task = "tests.testapp.tasks.add"
+    cron = "*/5 * * * *"

@@ -1,0 +1,105 @@
+"""Retry and cancel over a selection of tasks, set-based, with a report of what happened.
+
+Each action is one conditional update per chunk of rows (``jobs.transitions``), so a task that
+a worker finishes while the action runs is either moved or reported skipped, never overwritten.
+The skip reasons come from one grouped count of the selected rows the action did not touch,
+read after the update: they describe what really stopped each row, races included.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from jobs import states, transitions
+from jobs.states import Status
+
+RETRY_REASONS = {
+    Status.PENDING: "already waiting",
+    Status.RETRYING: "already waiting to retry",
+    Status.RUNNING: "already running",
+    Status.SUCCEEDED: "already succeeded",
+}
+CANCEL_REASONS = {
+    Status.SUCCEEDED: "already succeeded",
+    Status.FAILED: "already failed",
+    Status.CANCELLED: "already cancelled",
+}
+# A row in a source status that the update did not move was changed by a worker in between.
+RACED = "changed by a worker meanwhile"
+
+
+@dataclass(frozen=True)
+class ActionReport:
+    """What an action did: how many rows moved, and why the others did not."""
+
+    done: int
+    verb: str  # "requeued", "cancelled"
+    requested: int = 0  # running tasks asked to stop (cancel only)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(self.skipped.values())
+
+    def message(self) -> str:
+        """Say it in one line: "48 tasks requeued; 2 skipped: already running"."""
+        parts = [f"{_tasks(self.done)} {self.verb}"]
+        if self.requested:
+            parts.append(f"{_tasks(self.requested, 'running task')} asked to stop")
+        if self.skipped:
+            if len(self.skipped) == 1:
+                reasons = next(iter(self.skipped))
+            else:
+                # The commonest reason first; ties by name, so the wording is stable.
+                ordered = sorted(self.skipped.items(), key=lambda item: (-item[1], item[0]))
+                reasons = ", ".join(f"{n} {reason}" for reason, n in ordered)
+            parts.append(f"{self.skipped_count} skipped: {reasons}")
+        return "; ".join(parts)
+
+
+def _tasks(n: int, noun: str = "task") -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def retry(queryset, *, now=None) -> ActionReport:
+    """Requeue the failed and cancelled tasks of ``queryset``; report the others with reasons."""
+    now = now or timezone.now()
+    done = transitions.requeue_many(queryset, now=now)
+    skipped = _reasons(queryset, now, states.REQUEUE.sources, RETRY_REASONS)
+    return ActionReport(done=done, verb="requeued", skipped=skipped)
+
+
+def cancel(queryset, *, now=None) -> ActionReport:
+    """Cancel waiting tasks, ask running ones to stop; report finished ones with reasons."""
+    now = now or timezone.now()
+    counts = transitions.cancel_many(queryset, now=now)
+    reasons = {**CANCEL_REASONS, "stop requested": "cancellation already requested"}
+    skipped = _reasons(queryset, now, states.CANCEL.sources | {Status.RUNNING}, reasons)
+    return ActionReport(
+        done=counts.cancelled, verb="cancelled", requested=counts.requested, skipped=skipped
+    )
+
+
+def _reasons(queryset, now, sources, reasons) -> dict[str, int]:
+    # Rows this action moved carry updated_at == now; the rest of the selection was skipped.
+    untouched = queryset.exclude(updated_at=now).order_by()
+    rows = untouched.values_list("status").annotate(
+        n=Count("*"), stopping=Count("pk", filter=Q(cancel_requested_at__isnull=False))
+    )
+    found: dict[str, int] = {}
+    for status, n, stopping in rows:
+        if status == Status.RUNNING and "stop requested" in reasons:
+            # cancel_many asks once; a task already asked is skipped, others raced.
+            _add(found, reasons["stop requested"], stopping)
+            _add(found, RACED, n - stopping)
+        elif status in sources:
+            _add(found, RACED, n)
+        else:
+            _add(found, reasons.get(status, f"already {status}"), n)
+    return found
+
+
+def _add(found, reason, n):
+    if n:
+        found[reason] = found.get(reason, 0) + n

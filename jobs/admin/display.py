@@ -1,0 +1,92 @@
+"""How the admin shows a task's fields: badges, short durations, pretty JSON, error history."""
+
+import json
+
+from django.utils.html import format_html, format_html_join
+
+from jobs.states import Status
+
+# Colours of the status badges; the stylesheet (static/jobs/admin/jobs.css) holds the palette.
+BADGE_CLASSES = {
+    Status.PENDING: "waiting",
+    Status.RETRYING: "waiting",
+    Status.RUNNING: "running",
+    Status.SUCCEEDED: "ok",
+    Status.FAILED: "bad",
+    Status.CANCELLED: "muted",
+}
+
+
+def seconds_text(seconds: float | None) -> str:
+    """Format a duration for people: "850 ms", "42 s", "4 min 10 s", "3 h 5 min", "2 d 4 h"."""
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def status_badge(status: str, *, cancel_requested: bool = False):
+    """Return the status as a coloured badge; a running task asked to stop says so."""
+    label = Status(status).label
+    if cancel_requested and status == Status.RUNNING:
+        label = f"{label} (stop requested)"
+    return format_html(
+        '<span class="jobs-badge jobs-badge--{}">{}</span>', BADGE_CLASSES[status], label
+    )
+
+
+def pretty_json(value):
+    """Return ``value`` as indented JSON in a <pre>, escaped."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return format_html('<pre class="jobs-json">{}</pre>', text)
+
+
+def progress_text(task) -> str:
+    """Return "45 %" or "450 / 1000" or "—", plus the task's own progress message."""
+    percent = task.progress_percent
+    if task.progress_total:
+        text = f"{percent} % ({task.progress_current} / {task.progress_total})"
+    elif percent is not None:
+        text = f"{percent} %"
+    elif task.progress_current:
+        text = str(task.progress_current)
+    else:
+        text = "—"
+    return f"{text} — {task.progress_message}" if task.progress_message else text
+
+
+def error_history(entries):
+    """Return one block per failed attempt: what the user saw, the exception, the traceback."""
+    if not entries:
+        return "No failed attempt."
+    rows = format_html_join(
+        "",
+        '<div class="jobs-error"><p><strong>Attempt {}</strong> at {} on {}{}</p>'
+        "<p>User message: {}</p><p><code>{}</code>: {}</p>{}</div>",
+        (
+            (
+                entry.get("attempt", "?"),
+                entry.get("at", "?"),
+                entry.get("worker_id") or "?",
+                " (transient, retried)" if entry.get("transient") else "",
+                entry.get("user_message") or "—",
+                entry.get("exception", ""),
+                entry.get("message", ""),
+                format_html('<pre class="jobs-traceback">{}</pre>', entry["traceback"])
+                if entry.get("traceback")
+                else "",
+            )
+            for entry in reversed(entries)  # the latest attempt first
+        ),
+    )
+    return format_html('<div class="jobs-errors">{}</div>', rows)

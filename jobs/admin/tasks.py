@@ -1,0 +1,246 @@
+"""The task admin: a changelist that stays fast on a million rows, a read-only detail page, and
+retry / cancel as bulk actions and as buttons, each behind its own permission."""
+
+import uuid
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path, reverse
+from django.utils import timezone
+
+from jobs import dashboard, states
+from jobs.admin import actions, display
+from jobs.admin.filters import NameFilter, QueueFilter
+from jobs.admin.paginator import EstimatedCountPaginator
+from jobs.models import Task
+
+# Large JSON columns the changelist never shows: not read for a page of 100 rows.
+HEAVY_FIELDS = ("payload", "result", "error_details", "steps", "last_error")
+
+
+class TaskAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "status_badge",
+        "queue",
+        "attempts_display",
+        "progress_display",
+        "age",
+        "run_time",
+        "owner",
+    ]
+    list_filter = ["status", NameFilter, QueueFilter, "created_at"]
+    search_fields = ["name"]  # shows the search box; get_search_results does the searching
+    search_help_text = "A task id, a task name (start of), an idempotency key, or summary words."
+    list_select_related = ["owner"]
+    list_per_page = 100
+    # No COUNT(*) of the whole table, no facet counts: both read every row.
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedCountPaginator
+    actions = ["retry_tasks", "cancel_tasks"]
+    fieldsets = [
+        (None, {"fields": ["id", "name", "status_badge", "queue", "priority", "summary", "owner"]}),
+        ("Progress", {"fields": ["progress_display", "steps_pretty"]}),
+        (
+            "Attempts and errors",
+            {"fields": ["attempts_display", "last_error", "error_history"]},
+        ),
+        (
+            "Timings",
+            {
+                "fields": [
+                    "created_at",
+                    "run_after",
+                    "started_at",
+                    "finished_at",
+                    "wait_time",
+                    "run_time",
+                    "worker_id",
+                    "lease_expires_at",
+                    "cancel_requested_at",
+                    "updated_at",
+                ]
+            },
+        ),
+        ("Input and output", {"fields": ["payload_pretty", "result_pretty"]}),
+        ("Identity", {"fields": ["idempotency_key", "backend"], "classes": ["collapse"]}),
+    ]
+    readonly_fields = [
+        *(field.name for field in Task._meta.fields),
+        "status_badge",
+        "attempts_display",
+        "progress_display",
+        "steps_pretty",
+        "error_history",
+        "wait_time",
+        "run_time",
+        "payload_pretty",
+        "result_pretty",
+    ]
+
+    class Media:
+        css = {"all": ["jobs/admin/jobs.css"]}
+
+    # Permissions -------------------------------------------------------------------------------
+
+    def has_add_permission(self, request):
+        return False  # tasks are enqueued by code, with a validated payload
+
+    def has_change_permission(self, request, obj=None):
+        # Saving the form would write every column, status included, over whatever a worker
+        # recorded meanwhile: state changes go through the actions only.
+        return False
+
+    def has_retry_permission(self, request, obj=None):
+        return request.user.has_perm("jobs.retry_task")
+
+    def has_cancel_permission(self, request, obj=None):
+        return request.user.has_perm("jobs.cancel_task")
+
+    # Changelist --------------------------------------------------------------------------------
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        match = request.resolver_match
+        if match and match.url_name == "jobs_task_changelist":
+            queryset = queryset.defer(*HEAVY_FIELDS)
+        return queryset
+
+    def get_search_results(self, request, queryset, search_term):
+        # Each lookup can use an index (the primary key, the name index, the idempotency
+        # constraint); only the summary needs a scan, cut short by the page's LIMIT.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            return queryset.filter(pk=uuid.UUID(term)), False
+        except ValueError:
+            pass
+        found = Q(name__startswith=term) | Q(idempotency_key=term) | Q(summary__icontains=term)
+        return queryset.filter(found), False
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, task):
+        return display.status_badge(task.status, cancel_requested=bool(task.cancel_requested_at))
+
+    @admin.display(description="attempts")
+    def attempts_display(self, task):
+        return f"{task.attempts}/{task.max_attempts}"
+
+    @admin.display(description="progress")
+    def progress_display(self, task):
+        return display.progress_text(task)
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, task):
+        return display.seconds_text((timezone.now() - task.created_at).total_seconds())
+
+    @admin.display(description="run time")
+    def run_time(self, task):
+        if not task.started_at:
+            return "—"
+        end = task.finished_at or (timezone.now() if task.status == states.Status.RUNNING else None)
+        return display.seconds_text((end - task.started_at).total_seconds()) if end else "—"
+
+    @admin.display(description="wait time (due to start)")
+    def wait_time(self, task):
+        if not task.started_at:
+            return "—"
+        return display.seconds_text((task.started_at - task.run_after).total_seconds())
+
+    @admin.display(description="steps")
+    def steps_pretty(self, task):
+        return display.pretty_json(task.steps) if task.steps else "—"
+
+    @admin.display(description="error history")
+    def error_history(self, task):
+        return display.error_history(task.error_details)
+
+    @admin.display(description="payload")
+    def payload_pretty(self, task):
+        return display.pretty_json(task.payload)
+
+    @admin.display(description="result")
+    def result_pretty(self, task):
+        return display.pretty_json(task.result)
+
+    # Actions -----------------------------------------------------------------------------------
+
+    @admin.action(permissions=["retry"], description="Retry selected tasks (failed or cancelled)")
+    def retry_tasks(self, request, queryset):
+        self._report(request, actions.retry(queryset))
+
+    @admin.action(permissions=["cancel"], description="Cancel selected tasks")
+    def cancel_tasks(self, request, queryset):
+        self._report(request, actions.cancel(queryset))
+
+    def _report(self, request, report):
+        level = messages.SUCCESS if report.done or report.requested else messages.WARNING
+        self.message_user(request, report.message(), level)
+
+    # Detail page buttons and extra pages -------------------------------------------------------
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("dashboard/", view(self.dashboard_view), name="jobs_task_dashboard"),
+            path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
+            path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
+            path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        task = self.get_object(request, unquote(object_id))
+        extra_context = dict(extra_context or {})
+        if task is not None:
+            extra_context["can_retry"] = (
+                task.status in states.REQUEUE.sources and self.has_retry_permission(request)
+            )
+            extra_context["can_cancel"] = self.has_cancel_permission(request) and (
+                task.status in states.CANCEL.sources
+                or (task.status == states.Status.RUNNING and not task.cancel_requested_at)
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def retry_view(self, request, object_id):
+        return self._act_on_one(request, object_id, self.has_retry_permission, actions.retry)
+
+    def cancel_view(self, request, object_id):
+        return self._act_on_one(request, object_id, self.has_cancel_permission, actions.cancel)
+
+    def _act_on_one(self, request, object_id, allowed, action):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not allowed(request):
+            raise PermissionDenied
+        task = self.get_object(request, unquote(object_id))
+        if task is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        self._report(request, action(Task.objects.filter(pk=task.pk)))
+        return redirect(reverse("admin:jobs_task_change", args=[quote(task.pk)]))
+
+    def dashboard_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Queue dashboard",
+            "can_pause": request.user.has_perm("jobs.pause_queue"),
+        }
+        return dashboard.render_dashboard(request, context)
+
+    def pause_view(self, request):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not request.user.has_perm("jobs.pause_queue"):
+            raise PermissionDenied
+        text, level = dashboard.pause_or_resume(request)
+        self.message_user(request, text, level)
+        return redirect(reverse("admin:jobs_task_dashboard"))

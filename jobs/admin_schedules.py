@@ -1,0 +1,49 @@
+"""Admin of periodic schedules: what each runs, when it last ran and when it runs next.
+
+Schedules are declared in settings or code; the rows only mirror them, so the admin can pause
+one (``enabled``) and delete rows of schedules no longer declared, and change nothing else.
+"""
+
+from django.contrib import admin
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+
+from jobs.models import Schedule
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    list_display = ["name", "task", "every", "time_zone", "enabled", "last_run_at", "next_run_at"]
+    list_filter = ["enabled"]
+    list_editable = ["enabled"]
+    search_fields = ["name", "task"]
+    readonly_fields = [
+        "name",
+        "task",
+        "cron",
+        "interval_seconds",
+        "time_zone",
+        "last_run_at",
+        "last_task",
+        "next_run_at",
+        "created_at",
+        "updated_at",
+    ]
+    fields = ["enabled", *readonly_fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.display(description="Every")
+    def every(self, obj):
+        return obj.every
+
+    @admin.display(description="Last task")
+    def last_task(self, obj):
+        if obj.last_task_id is None:
+            return "-"
+        try:
+            url = reverse("admin:jobs_task_change", args=[obj.last_task_id])
+        except NoReverseMatch:
+            return str(obj.last_task_id)
+        return format_html('<a href="{}">{}</a>', url, obj.last_task_id)

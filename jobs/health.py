@@ -1,0 +1,168 @@
+"""Health of the queue as one verdict, for probes: the command and the endpoint share it.
+
+Unhealthy when any of these holds:
+
+- a queue's oldest waiting task has waited longer than ``JOBS_HEALTH_MAX_WAIT_SECONDS``;
+- a queue's failure rate over the last ``JOBS_HEALTH_FAILURE_WINDOW`` seconds is above
+  ``JOBS_HEALTH_MAX_FAILURE_RATE``, counted once at least ``JOBS_HEALTH_FAILURE_MIN_TASKS`` tasks
+  finished there (one failure out of one task is not an outage);
+- no worker has sent a heartbeat in ``JOBS_HEALTH_HEARTBEAT_SECONDS``.
+"""
+
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+
+from django.core import checks
+from django.utils import timezone
+
+from jobs import metrics
+from jobs.conf import jobs_settings
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits of one health check; ``None`` fields take their ``JOBS_HEALTH_*`` setting."""
+
+    max_wait: float | None = None
+    max_failure_rate: float | None = None
+    window: float | None = None
+    min_tasks: int | None = None
+    heartbeat: float | None = None
+
+    def resolved(self) -> "Thresholds":
+        def pick(value, setting):
+            return getattr(jobs_settings, setting) if value is None else value
+
+        return Thresholds(
+            max_wait=pick(self.max_wait, "HEALTH_MAX_WAIT_SECONDS"),
+            max_failure_rate=pick(self.max_failure_rate, "HEALTH_MAX_FAILURE_RATE"),
+            window=pick(self.window, "HEALTH_FAILURE_WINDOW"),
+            min_tasks=pick(self.min_tasks, "HEALTH_FAILURE_MIN_TASKS"),
+            heartbeat=pick(self.heartbeat, "HEALTH_HEARTBEAT_SECONDS"),
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    check: str  # "waiting", "failures" or "workers"
+    message: str
+    queue: str | None = None
+
+
+@dataclass
+class Health:
+    """The verdict: healthy unless ``problems``; ``reason`` is the one-line summary."""
+
+    problems: list[Problem] = field(default_factory=list)
+    queues: int = 0
+    heartbeat_age: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def reason(self) -> str:
+        if self.ok:
+            beat = (
+                ""
+                if self.heartbeat_age is None
+                else f", last heartbeat {self.heartbeat_age:.0f}s ago"
+            )
+            return f"OK: {self.queues} queues within limits{beat}"
+        return "UNHEALTHY: " + "; ".join(problem.message for problem in self.problems)
+
+    def as_dict(self) -> dict:
+        return {
+            "status": "ok" if self.ok else "unhealthy",
+            "reason": self.reason,
+            "problems": [asdict(problem) for problem in self.problems],
+        }
+
+
+def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Health:
+    """Judge the queue at ``now``; with ``queues``, judge only those queues."""
+    limits = (thresholds or Thresholds()).resolved()
+    now = now or timezone.now()
+    health = Health()
+
+    def wanted(queue):
+        return not queues or queue in queues
+
+    waiting = {q: age for q, age in metrics.oldest_waiting(now=now).items() if wanted(q)}
+    for queue, age in sorted(waiting.items()):
+        if age > limits.max_wait:
+            health.problems.append(
+                Problem(
+                    "waiting",
+                    f"queue {queue}: oldest waiting task has waited {age:.0f}s "
+                    f"(limit {limits.max_wait:.0f}s)",
+                    queue,
+                )
+            )
+    ends = metrics.outcomes(now=now, window=timedelta(seconds=limits.window))
+    for queue, outcome in sorted(ends.items()):
+        ran = outcome.succeeded + outcome.failed
+        rate = outcome.failure_rate
+        if wanted(queue) and ran and ran >= limits.min_tasks and rate > limits.max_failure_rate:
+            health.problems.append(
+                Problem(
+                    "failures",
+                    f"queue {queue}: {rate:.0%} of {ran} tasks failed in the last "
+                    f"{limits.window:.0f}s (limit {limits.max_failure_rate:.0%})",
+                    queue,
+                )
+            )
+    health.heartbeat_age = metrics.last_heartbeat_age(now=now)
+    if health.heartbeat_age is None or health.heartbeat_age > limits.heartbeat:
+        since = (
+            "no worker is running"
+            if health.heartbeat_age is None
+            else f"last heartbeat {health.heartbeat_age:.0f}s ago"
+        )
+        health.problems.append(
+            Problem(
+                "workers",
+                f"no worker heartbeat in {limits.heartbeat:.0f}s ({since})",
+            )
+        )
+    health.queues = len([queue for queue in metrics.queue_names() if wanted(queue)])
+    return health
+
+
+@checks.register()
+def check_health_settings(app_configs, **kwargs):
+    """Report health thresholds and a metrics token that would make the checks misbehave."""
+    errors = []
+    for name in ("HEALTH_MAX_WAIT_SECONDS", "HEALTH_FAILURE_WINDOW", "HEALTH_HEARTBEAT_SECONDS"):
+        value = getattr(jobs_settings, name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            errors.append(
+                checks.Error(f"JOBS_{name} must be seconds above 0, got {value!r}.", id="jobs.E301")
+            )
+    rate = jobs_settings.HEALTH_MAX_FAILURE_RATE
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 <= rate <= 1:
+        errors.append(
+            checks.Error(
+                f"JOBS_HEALTH_MAX_FAILURE_RATE must be a fraction from 0 to 1, got {rate!r}.",
+                id="jobs.E302",
+            )
+        )
+    minimum = jobs_settings.HEALTH_FAILURE_MIN_TASKS
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
+        errors.append(
+            checks.Error(
+                f"JOBS_HEALTH_FAILURE_MIN_TASKS must be a whole number, got {minimum!r}.",
+                id="jobs.E303",
+            )
+        )
+    token = jobs_settings.METRICS_TOKEN
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        errors.append(
+            checks.Error(
+                "JOBS_METRICS_TOKEN must be None or a string of at least 16 characters "
+                "(a guessable token would open the metrics to anyone).",
+                id="jobs.E304",
+            )
+        )
+    return errors

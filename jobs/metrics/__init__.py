@@ -1,0 +1,432 @@
+"""Every number about the queue that jobs shows: the admin dashboard, the CLI, the exporter.
+
+All functions only read, take ``now`` (default: the current time) so that their answers can be
+reproduced, and return dataclasses or dicts keyed by queue name. Durations are in seconds.
+
+Definitions (the README repeats them for operators):
+
+- *waiting*: pending or retrying with ``run_after <= now``: due, not yet claimed.
+- *oldest waiting age*: ``now - run_after`` of a queue's longest-due waiting task.
+- *window*: ``[now - window, now]``, ``JOBS_METRICS_WINDOW_SECONDS`` (one hour) unless given.
+  Windowed numbers read tasks that *finished* (succeeded, failed or cancelled) in the window,
+  through the ``(status, finished_at)`` index, so they cost what the window's traffic costs, not
+  what the table's size does.
+- *throughput*: tasks finished per minute, over the last ``minutes`` whole minutes.
+- *run time*: ``finished_at - started_at`` (the last attempt) of tasks finished in the window.
+- *wait time*: ``started_at - run_after`` of the same tasks: from the moment the task could run
+  (its enqueue, or the end of its delay or backoff) to the start of its last attempt. A delay
+  asked for at enqueue is not waiting, so it is left out.
+- *failure rate*: failed / (succeeded + failed) among tasks finished in the window; cancelled
+  tasks are neither.
+- *retries*: tasks now waiting to retry, and tasks finished in the window that needed more than
+  one attempt (with the number of extra attempts).
+
+Percentiles are ``percentile_cont`` (linear interpolation) on PostgreSQL; elsewhere the same
+interpolation is computed from the one or two ordered rows around the wanted rank, so both
+databases give the same answer. The result types are in ``jobs.metrics.results``.
+"""
+
+import math
+from datetime import UTC, timedelta
+
+from django.db import connections, router
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+from jobs import pausing
+from jobs.conf import jobs_settings
+from jobs.metrics.results import (
+    FailureGroup,
+    LateTask,
+    Outcomes,
+    Percentiles,
+    QueueOverview,
+    Retries,
+    Snapshot,
+    Throughput,
+    WorkerStatus,
+)
+from jobs.models import Task, Worker
+from jobs.states import TERMINAL, Status
+
+STATUSES = [status.value for status in Status]
+FINISHED = sorted(TERMINAL)
+
+
+def _now(now):
+    return now or timezone.now()
+
+
+def _window(window) -> timedelta:
+    if window is None:
+        return timedelta(seconds=jobs_settings.METRICS_WINDOW_SECONDS)
+    return window if isinstance(window, timedelta) else timedelta(seconds=window)
+
+
+def _finished_in(now, window):
+    return Task.objects.finished().filter(finished_at__gte=now - window, finished_at__lte=now)
+
+
+# Counts and ages -----------------------------------------------------------------------------
+
+
+def status_counts() -> dict[str, dict[str, int]]:
+    """Count tasks by queue and status; each queue maps every status to a count (maybe 0)."""
+    counts: dict[str, dict[str, int]] = {}
+    rows = Task.objects.order_by().values_list("queue", "status").annotate(n=Count("*"))
+    for queue, status, n in rows:
+        counts.setdefault(queue, dict.fromkeys(STATUSES, 0))[status] = n
+    return counts
+
+
+def oldest_waiting(*, now=None) -> dict[str, float]:
+    """Return, per queue that has waiting tasks, the seconds its longest-due one has waited."""
+    now = _now(now)
+    rows = Task.objects.due(now).order_by().values_list("queue").annotate(oldest=Min("run_after"))
+    return {queue: (now - oldest).total_seconds() for queue, oldest in rows}
+
+
+def waiting_level(seconds: float | None) -> str:
+    """Rate an oldest waiting age against the thresholds: "ok", "warning" or "critical"."""
+    if seconds is None or seconds < jobs_settings.WAITING_WARNING_SECONDS:
+        return "ok"
+    if seconds < jobs_settings.WAITING_CRITICAL_SECONDS:
+        return "warning"
+    return "critical"
+
+
+def queue_names() -> list[str]:
+    """Return every queue that has tasks, sorted; a skip scan of the (queue, status) index."""
+    return _distinct_values("queue")
+
+
+def task_names() -> list[str]:
+    """Return every task name that has tasks, sorted; a skip scan of the (name, ...) index."""
+    return _distinct_values("name")
+
+
+def _distinct_values(column: str) -> list[str]:
+    # SELECT DISTINCT reads every row; this walks the index from one value to the next instead,
+    # so it costs one index probe per distinct value (the same SQL on PostgreSQL and SQLite).
+    connection = connections[router.db_for_read(Task)]
+    table = connection.ops.quote_name(Task._meta.db_table)
+    col = connection.ops.quote_name(column)
+    sql = f"""
+        WITH RECURSIVE t(v) AS (
+            SELECT (SELECT {col} FROM {table} ORDER BY {col} LIMIT 1)
+            UNION ALL
+            SELECT (SELECT {col} FROM {table} WHERE {col} > t.v ORDER BY {col} LIMIT 1)
+            FROM t WHERE t.v IS NOT NULL
+        )
+        SELECT v FROM t WHERE v IS NOT NULL
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [row[0] for row in cursor.fetchall()]
+
+
+# Windowed numbers ----------------------------------------------------------------------------
+
+
+def throughput(*, now=None, minutes: int = 60) -> Throughput:
+    """Count tasks finished per queue in each of the last ``minutes`` whole minutes (UTC)."""
+    now = _now(now).astimezone(UTC)
+    end = now.replace(second=0, microsecond=0)
+    start = end - timedelta(minutes=minutes)
+    buckets = [start + timedelta(minutes=i) for i in range(minutes)]
+    rows = (
+        Task.objects.finished()
+        .filter(finished_at__gte=start, finished_at__lt=end)
+        .order_by()
+        .annotate(minute=TruncMinute("finished_at", tzinfo=UTC))
+        .values_list("queue", "minute")
+        .annotate(n=Count("*"))
+    )
+    per_queue: dict[str, list[int]] = {}
+    for queue, minute, n in rows:
+        index = int((minute - start).total_seconds() // 60)
+        per_queue.setdefault(queue, [0] * minutes)[index] += n
+    return Throughput(minutes=buckets, per_queue=per_queue)
+
+
+def outcomes(*, now=None, window=None) -> dict[str, Outcomes]:
+    """Count, per queue, how the tasks finished in the window ended."""
+    now, window = _now(now), _window(window)
+    found: dict[str, dict[str, int]] = {}
+    rows = (
+        _finished_in(now, window).order_by().values_list("queue", "status").annotate(n=Count("*"))
+    )
+    for queue, status, n in rows:
+        found.setdefault(queue, {})[status] = n
+    return {queue: Outcomes(**counts) for queue, counts in found.items()}
+
+
+def retries(*, now=None, window=None) -> dict[str, Retries]:
+    """Count, per queue, tasks waiting to retry and tasks of the window that needed retries."""
+    now, window = _now(now), _window(window)
+    waiting = dict(
+        Task.objects.filter(status=Status.RETRYING)
+        .order_by()
+        .values_list("queue")
+        .annotate(n=Count("*"))
+    )
+    retried = {
+        queue: (n, extra)
+        for queue, n, extra in _finished_in(now, window)
+        .filter(attempts__gt=1)
+        .order_by()
+        .values_list("queue")
+        .annotate(n=Count("*"), extra=Sum(F("attempts") - 1))
+    }
+    return {
+        queue: Retries(
+            waiting=waiting.get(queue, 0),
+            retried=retried.get(queue, (0, 0))[0],
+            extra_attempts=retried.get(queue, (0, 0))[1],
+        )
+        for queue in waiting.keys() | retried.keys()
+    }
+
+
+def run_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
+    """Return, per queue, p50 and p95 of the run time of tasks finished in the window."""
+    return _percentiles("started_at", "finished_at", _now(now), _window(window))
+
+
+def wait_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
+    """Return, per queue, p50 and p95 of the wait (due to start) of tasks finished in the window."""
+    return _percentiles("run_after", "started_at", _now(now), _window(window))
+
+
+def _percentiles(start: str, end: str, now, window) -> dict[str, Percentiles]:
+    rows = _finished_in(now, window).filter(started_at__isnull=False)
+    connection = connections[router.db_for_read(Task)]
+    if connection.vendor == "postgresql":
+        return _percentiles_postgresql(connection, rows, start, end)
+    return _percentiles_portable(rows, start, end)
+
+
+def _percentiles_postgresql(connection, rows, start, end) -> dict[str, Percentiles]:
+    seconds = f"EXTRACT(EPOCH FROM ({end} - {start}))"
+    inner, params = rows.order_by().values("queue", start, end).query.sql_with_params()
+    sql = f"""
+        SELECT queue,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}),
+               count(*)
+        FROM ({inner}) AS finished
+        GROUP BY queue
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {
+            queue: Percentiles(p50=float(p50), p95=float(p95), count=n)
+            for queue, p50, p95, n in cursor.fetchall()
+        }
+
+
+def _percentiles_portable(rows, start, end) -> dict[str, Percentiles]:
+    duration = ExpressionWrapper(F(end) - F(start), output_field=DurationField())
+    found = {}
+    for queue, n in rows.order_by().values_list("queue").annotate(n=Count("*")):
+        ordered = (
+            rows.filter(queue=queue)
+            .annotate(duration=duration)
+            .order_by("duration")
+            .values_list("duration", flat=True)
+        )
+        found[queue] = Percentiles(
+            p50=_interpolate(ordered, n, 0.5), p95=_interpolate(ordered, n, 0.95), count=n
+        )
+    return found
+
+
+def _interpolate(ordered, n: int, fraction: float) -> float:
+    # percentile_cont: the value at rank fraction * (n - 1), interpolated between its neighbours.
+    position = fraction * (n - 1)
+    lower = math.floor(position)
+    values = [value.total_seconds() for value in ordered[lower : lower + 2]]
+    low, high = values[0], values[-1]
+    return low + (high - low) * (position - lower)
+
+
+# Workers and what needs attention ------------------------------------------------------------
+
+
+def live_workers(*, now=None) -> list[WorkerStatus]:
+    """Return the workers that have not stopped and beat within a lease, newest first."""
+    now = _now(now)
+    workers = list(Worker.objects.alive(now))
+    running = dict(
+        Task.objects.running()
+        .filter(worker_id__in=[worker.pk for worker in workers])
+        .order_by()
+        .values_list("worker_id")
+        .annotate(n=Count("*"))
+    )
+    return [
+        WorkerStatus(
+            id=worker.pk,
+            hostname=worker.hostname,
+            pid=worker.pid,
+            queues=list(worker.queues),
+            concurrency=worker.concurrency,
+            in_flight=worker.in_flight,
+            running=running.get(worker.pk, 0),
+            started_at=worker.started_at,
+            last_heartbeat_at=worker.last_heartbeat_at,
+            heartbeat_age=(now - worker.last_heartbeat_at).total_seconds(),
+        )
+        for worker in workers
+    ]
+
+
+def _last_exception_sql(vendor: str) -> str:
+    # The exception class of the latest attempt: the last entry of the error_details array.
+    if vendor == "postgresql":
+        return "(error_details -> -1 ->> 'exception')"
+    return "json_extract(error_details, '$[#-1].exception')"
+
+
+def recent_failures(*, now=None, window=None, limit: int = 10) -> list[FailureGroup]:
+    """Group tasks failed in the window by name and exception class, the largest groups first."""
+    now, window = _now(now), _window(window)
+    vendor = connections[router.db_for_read(Task)].vendor
+    failed = Task.objects.filter(
+        status=Status.FAILED, finished_at__gte=now - window, finished_at__lte=now
+    ).annotate(exception=RawSQL(_last_exception_sql(vendor), ()))
+    groups = (
+        failed.order_by()
+        .values_list("name", "exception")
+        .annotate(n=Count("*"), last=Max("finished_at"))
+        .order_by("-n", "-last", "name")[:limit]
+    )
+    found = []
+    for name, exception, n, last in groups:
+        example = (
+            failed.filter(name=name, exception=exception)
+            .order_by("-finished_at")
+            .values_list("pk", "error_details")
+            .first()
+        )
+        details = example[1][-1] if example and example[1] else {}
+        found.append(
+            FailureGroup(
+                name=name,
+                exception=exception or "",
+                count=n,
+                last_failed_at=last,
+                last_task_id=example[0] if example else None,
+                last_message=details.get("message", ""),
+            )
+        )
+    return found
+
+
+def waiting_too_long(*, now=None, threshold=None, limit: int = 20) -> list[LateTask]:
+    """Return tasks waiting longer than ``threshold`` (JOBS_WAITING_WARNING_SECONDS)."""
+    now = _now(now)
+    seconds = jobs_settings.WAITING_WARNING_SECONDS if threshold is None else threshold
+    rows = Task.objects.due(now - timedelta(seconds=seconds)).order_by("run_after")[:limit]
+    return [_late(task, task.run_after, now) for task in rows.only(*_LATE_FIELDS)]
+
+
+def running_too_long(*, now=None, threshold=None, limit: int = 20) -> list[LateTask]:
+    """Return tasks running for longer than ``threshold`` (JOBS_RUNNING_WARNING_SECONDS)."""
+    now = _now(now)
+    seconds = jobs_settings.RUNNING_WARNING_SECONDS if threshold is None else threshold
+    rows = Task.objects.running().filter(started_at__lte=now - timedelta(seconds=seconds))
+    rows = rows.order_by("started_at")[:limit]
+    return [_late(task, task.started_at, now) for task in rows.only(*_LATE_FIELDS)]
+
+
+_LATE_FIELDS = ("id", "name", "queue", "status", "run_after", "started_at")
+
+
+def _late(task, since, now) -> LateTask:
+    return LateTask(
+        task.pk, task.name, task.queue, task.status, since, (now - since).total_seconds()
+    )
+
+
+# Everything at once --------------------------------------------------------------------------
+
+
+def queue_overview(*, now=None, window=None, minutes: int = 60) -> list[QueueOverview]:
+    """Return one QueueOverview per queue that has tasks or is paused, sorted by name."""
+    return snapshot(now=now, window=window, minutes=minutes).queues
+
+
+def snapshot(*, now=None, window=None, minutes: int = 60) -> Snapshot:
+    """Compute every number of the dashboard at ``now``, a handful of grouped queries."""
+    now, window = _now(now), _window(window)
+    counts = status_counts()
+    oldest = oldest_waiting(now=now)
+    flow = throughput(now=now, minutes=minutes)
+    ends = outcomes(now=now, window=window)
+    retried = retries(now=now, window=window)
+    run_times = run_time_percentiles(now=now, window=window)
+    wait_times = wait_time_percentiles(now=now, window=window)
+    paused = pausing.paused_queues()
+    queues = []
+    for queue in sorted(counts.keys() | paused):
+        age = oldest.get(queue)
+        queues.append(
+            QueueOverview(
+                queue=queue,
+                counts=counts.get(queue, dict.fromkeys(STATUSES, 0)),
+                oldest_waiting=age,
+                oldest_waiting_level=waiting_level(age),
+                throughput=flow.per_queue.get(queue, [0] * minutes),
+                throughput_per_minute=flow.per_minute(queue),
+                run_time=run_times.get(queue, Percentiles()),
+                wait_time=wait_times.get(queue, Percentiles()),
+                outcomes=ends.get(queue, Outcomes()),
+                retries=retried.get(queue, Retries()),
+                paused=queue in paused,
+            )
+        )
+    return Snapshot(
+        now=now,
+        window=window,
+        queues=queues,
+        throughput=flow,
+        workers=live_workers(now=now),
+        failures=recent_failures(now=now, window=window),
+        waiting_too_long=waiting_too_long(now=now),
+        running_too_long=running_too_long(now=now),
+    )
+
+
+# --- used by stats/health/exporter ---
+
+
+def last_heartbeat_age(*, now=None) -> float | None:
+    """Return the seconds since the latest heartbeat of any running worker (None: no worker)."""
+    now = _now(now)
+    latest = Worker.objects.filter(stopped_at__isnull=True).aggregate(at=Max("last_heartbeat_at"))
+    return None if latest["at"] is None else max(0.0, (now - latest["at"]).total_seconds())
+
+
+def duration_histograms(start: str, end: str, bounds, *, now=None, window=None) -> dict:
+    """Bucket, per queue, ``end - start`` of tasks finished in the window (one grouped query).
+
+    Return ``{queue: (cumulative counts at or under each bound, sum in seconds, count)}``.
+    """
+    now, window = _now(now), _window(window)
+    rows = (
+        _finished_in(now, window)
+        .filter(started_at__isnull=False)
+        .annotate(d=ExpressionWrapper(F(end) - F(start), output_field=DurationField()))
+    )
+    counts = {
+        f"le{i}": Count("pk", filter=Q(d__lte=timedelta(seconds=bound)))
+        for i, bound in enumerate(bounds)
+    }
+    found = {}
+    for row in rows.order_by().values("queue").annotate(n=Count("pk"), total=Sum("d"), **counts):
+        total = row["total"].total_seconds() if row["total"] is not None else 0.0
+        found[row["queue"]] = ([row[f"le{i}"] for i in range(len(bounds))], total, row["n"])
+    return found

@@ -1,0 +1,57 @@
+"""Endpoints for operators' tools: a health probe and the Prometheus metrics.
+
+``health`` is open, as probes send no credentials, and says no more than the health command
+prints. ``metrics`` is for staff, or for a scraper that sends ``Authorization: Bearer <token>``
+matching ``JOBS_METRICS_TOKEN``.
+"""
+
+import hmac
+
+from django.db import DatabaseError
+from django.http import HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from jobs import exporter, health
+from jobs.conf import jobs_settings
+
+
+@never_cache
+@require_safe
+def health_view(request):
+    """Answer 200 when healthy, 503 with the reason when not (or when the database is down)."""
+    try:
+        verdict = health.check()
+    except DatabaseError:
+        return JsonResponse(
+            {"status": "unknown", "reason": "UNKNOWN: database unreachable", "problems": []},
+            status=503,
+        )
+    return JsonResponse(verdict.as_dict(), status=200 if verdict.ok else 503)
+
+
+def bearer_token_matches(request) -> bool:
+    """Whether the request carries ``JOBS_METRICS_TOKEN`` as a bearer token."""
+    expected = jobs_settings.METRICS_TOKEN
+    if not expected:
+        return False
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return False
+    # Constant time, so the token cannot be guessed a character at a time.
+    return hmac.compare_digest(token.strip().encode(), str(expected).encode())
+
+
+@never_cache
+@require_safe
+def metrics_view(request):
+    """Return the metrics to staff or to a holder of the bearer token; 401/403 to others."""
+    user = getattr(request, "user", None)
+    if not (
+        bearer_token_matches(request) or (user is not None and user.is_active and user.is_staff)
+    ):
+        response = HttpResponse("Staff login or a bearer token is required.\n", status=401)
+        response["WWW-Authenticate"] = 'Bearer realm="jobs metrics"'
+        return response
+    return HttpResponse(exporter.render(), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,192 @@
+"""Deleting finished tasks once they are older than their status's retention.
+
+Deletion goes in small batches, each its own short transaction, and each DELETE re-checks the
+status and age it selected on: a task requeued between the select and the delete is kept. Only
+``succeeded``, ``failed`` and ``cancelled`` tasks are ever deleted.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.conf import DEFAULTS, jobs_settings
+from jobs.models import MaintenanceLock, Task
+from jobs.states import TERMINAL
+
+logger = logging.getLogger(__name__)
+
+PRUNABLE = sorted(str(status) for status in TERMINAL)
+LOCK_NAME = "prune"
+
+
+@dataclass
+class PruneReport:
+    """What one pruning pass deleted (or, in a dry run, would delete), by status."""
+
+    counts: dict = field(default_factory=dict)
+    complete: bool = True  # False when a batch limit stopped the pass with rows left
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def retention(overrides=None) -> dict:
+    """Return ``{status: timedelta or None}``: defaults, ``JOBS_PRUNE_AFTER``, ``overrides``.
+
+    Raise ImproperlyConfigured naming the bad entry, so a typo never deletes the wrong rows.
+    """
+    # Statuses the project's setting leaves out keep the default retention.
+    configured = {**DEFAULTS["PRUNE_AFTER"], **jobs_settings.PRUNE_AFTER, **(overrides or {})}
+    result = {}
+    for status, value in configured.items():
+        if status not in PRUNABLE:
+            raise ImproperlyConfigured(
+                f"JOBS_PRUNE_AFTER has {status!r}; only finished statuses can be pruned: "
+                f"{', '.join(PRUNABLE)}."
+            )
+        result[status] = _as_timedelta(status, value)
+    return result
+
+
+def _as_timedelta(status, value):
+    if value is None or isinstance(value, timedelta):
+        age = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        age = timedelta(seconds=value)
+    else:
+        raise ImproperlyConfigured(
+            f"JOBS_PRUNE_AFTER[{status!r}] must be seconds, a timedelta or None, got {value!r}."
+        )
+    if age is not None and age <= timedelta(0):
+        raise ImproperlyConfigured(f"JOBS_PRUNE_AFTER[{status!r}] must be above 0, got {value!r}.")
+    return age
+
+
+def prunable(status: str, age: timedelta, now):
+    """Return the tasks of ``status`` that finished more than ``age`` before ``now``."""
+    return Task.objects.filter(status=status, finished_at__lt=now - age)
+
+
+def prune(
+    *, now=None, overrides=None, batch_size=None, dry_run=False, max_batches=None
+) -> PruneReport:
+    """Delete finished tasks past their retention, ``batch_size`` rows per transaction.
+
+    With ``dry_run`` only count. With ``max_batches``, stop after that many deletes and report
+    ``complete=False`` if rows were left.
+    """
+    now = now or timezone.now()
+    batch_size = batch_size or jobs_settings.PRUNE_BATCH_SIZE
+    report = PruneReport()
+    batches = 0
+    for status, age in retention(overrides).items():
+        if age is None:
+            continue
+        candidates = prunable(status, age, now)
+        if dry_run:
+            report.counts[status] = candidates.count()
+            continue
+        deleted = 0
+        while True:
+            if max_batches is not None and batches >= max_batches:
+                report.complete = report.complete and not candidates.exists()
+                break
+            ids = list(candidates.order_by("finished_at").values_list("pk", flat=True)[:batch_size])
+            if not ids:
+                break
+            with transaction.atomic():
+                # Re-checked here: a task requeued since the select is not finished any more.
+                _, per_model = prunable(status, age, now).filter(pk__in=ids).delete()
+            batches += 1
+            # Tasks only: rows of other models that cascaded with them are not counted.
+            deleted += per_model.get(Task._meta.label, 0)
+            if len(ids) < batch_size:
+                break
+        report.counts[status] = deleted
+    if report.total and not dry_run:
+        logger.info(
+            "tasks pruned %s complete=%s",
+            " ".join(f"{status}={count}" for status, count in report.counts.items()),
+            str(report.complete).lower(),
+        )
+    return report
+
+
+# Automatic pruning, at most one worker at a time -------------------------------------------------
+
+
+def acquire_lock(name: str, holder: str, *, now, hold_seconds: float, every_seconds=0.0) -> bool:
+    """Take the lease ``name`` for ``holder`` if it is free and its duty is due; say if taken.
+
+    One conditional UPDATE decides, so of several workers trying at once exactly one wins.
+    """
+    MaintenanceLock.objects.get_or_create(name=name)
+    free = MaintenanceLock.objects.filter(name=name).exclude(locked_until__gt=now)
+    if every_seconds:
+        free = free.exclude(last_finished_at__gt=now - timedelta(seconds=every_seconds))
+    taken = free.update(holder=holder, locked_until=now + timedelta(seconds=hold_seconds))
+    return taken == 1
+
+
+def release_lock(name: str, holder: str, *, finished_at=None) -> None:
+    """Give the lease back; with ``finished_at``, record that the duty was done then."""
+    values = {"locked_until": None}
+    if finished_at is not None:
+        values["last_finished_at"] = finished_at
+    MaintenanceLock.objects.filter(name=name, holder=holder).update(**values)
+
+
+def auto_prune(holder: str | None = None, *, now=None) -> int:
+    """Run a bounded pruning pass if ``JOBS_AUTO_PRUNE`` is on, no one else is, and it is due.
+
+    Return how many tasks were deleted. A pass stopped by ``JOBS_PRUNE_MAX_BATCHES`` is not
+    recorded as finished, so the next maintenance round carries on where it stopped.
+    """
+    if not jobs_settings.AUTO_PRUNE:
+        return 0
+    now = now or timezone.now()
+    # Unique per pass, so a pass whose lease expired can never release a later holder's.
+    holder = f"{holder or 'maintenance'}:{uuid.uuid4().hex[:8]}"
+    # The lease outlives a slow pass by far; the batches keep each pass short anyway.
+    if not acquire_lock(
+        LOCK_NAME,
+        holder,
+        now=now,
+        hold_seconds=600,
+        every_seconds=jobs_settings.PRUNE_INTERVAL,
+    ):
+        return 0
+    report = None
+    try:
+        report = prune(now=now, max_batches=jobs_settings.PRUNE_MAX_BATCHES)
+    finally:
+        done = report is not None and report.complete
+        release_lock(LOCK_NAME, holder, finished_at=now if done else None)
+    return report.total
+
+
+@checks.register()
+def check_prune_settings(app_configs, **kwargs):
+    """Report a ``JOBS_PRUNE_AFTER`` that pruning would refuse, at startup."""
+    try:
+        retention()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="jobs.E101")]
+    errors = []
+    for name in ("PRUNE_BATCH_SIZE", "PRUNE_MAX_BATCHES"):
+        value = getattr(jobs_settings, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            errors.append(
+                checks.Error(
+                    f"JOBS_{name} must be a whole number of at least 1, got {value!r}.",
+                    id="jobs.E102",
+                )
+            )
+    return errors
