@@ -178,3 +178,19 @@ def test_saving_the_detail_form_is_refused(operator):
 
 def test_add_is_not_offered(operator):
     assert operator.get(reverse("admin:jobs_task_add")).status_code == 403
+
+
+def test_paginator_past_its_cap_pages_by_the_planner_estimate(monkeypatch):
+    from jobs.admin import paginator
+
+    monkeypatch.setattr(paginator, "EXACT_COUNT_LIMIT", 3)
+    TaskFactory.create_batch(5)
+    tasks = Task.objects.all()
+    count = paginator.EstimatedCountPaginator(tasks, 2).count
+    estimate = paginator.planner_estimate(tasks)
+    if connection.vendor == "postgresql":
+        assert estimate is not None
+        assert count == max(4, estimate)
+    else:
+        assert estimate is None
+        assert count == 4  # "more than 3": the capped count
