@@ -38,8 +38,8 @@ DEFAULTS = {
     "WAITING_WARNING_SECONDS": 60.0,
     "WAITING_CRITICAL_SECONDS": 300.0,
     "RUNNING_WARNING_SECONDS": 900.0,
-    # How far back the dashboard looks for throughput, timings and failures, and how often it
-    # reloads itself (seconds).
+    # How far back timings, failure rates, retries and failure groups look; how often the
+    # dashboard reloads itself (seconds).
     "METRICS_WINDOW_SECONDS": 3600.0,
     "DASHBOARD_REFRESH_SECONDS": 10,
     # Pruning: how long finished tasks are kept, by status (seconds or a timedelta; None keeps

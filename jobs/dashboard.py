@@ -37,6 +37,7 @@ def render_dashboard(request, context):
         queues=[_queue_row(queue) for queue in snap.queues],
         chart=bar_chart(snap.throughput.total(), snap.throughput.minutes),
         total_per_minute=f"{snap.throughput.per_minute():.1f}",
+        chart_top=max(snap.throughput.total(), default=0),
         workers=[_worker_row(worker) for worker in snap.workers],
         failures=[_failure_row(group) for group in snap.failures],
         waiting_too_long=[_late_row(task) for task in snap.waiting_too_long],

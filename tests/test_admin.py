@@ -1,5 +1,7 @@
 """The task admin: changelist, detail page, and the permissions of retry and cancel."""
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.contrib.auth.models import Permission
 from django.db import connection
@@ -89,8 +91,6 @@ def test_changelist_filters(operator, params, expected):
 
 
 def test_changelist_filters_by_creation_date(operator):
-    from datetime import timedelta
-
     from django.utils import timezone
 
     TaskFactory(summary="old", created_at=timezone.now() - timedelta(days=30))
@@ -119,8 +119,12 @@ def test_search_by_id_name_key_and_summary(operator):
 
 
 def test_detail_page_shows_history_payload_steps_and_is_read_only(operator):
+    finished_at = datetime(2026, 1, 1, 10, 1, 2, 345000, tzinfo=UTC)
     task = TaskFactory(
         failed=True,
+        run_after=finished_at - timedelta(seconds=10),
+        started_at=finished_at - timedelta(seconds=2.5),
+        finished_at=finished_at,
         payload={"args": [7], "kwargs": {"path": "a.csv"}},
         steps={"parse": {"rows": 10}},
         error_details=[
@@ -157,6 +161,9 @@ def test_detail_page_shows_history_payload_steps_and_is_read_only(operator):
         "  second",
         "&quot;path&quot;: &quot;a.csv&quot;",  # pretty-printed, escaped
         "&quot;rows&quot;: 10",
+        "<th>finished</th><td>2026-01-01 10:01:02.345 UTC</td>",
+        "<th>wait (due to start)</th><td>7.5 s</td>",
+        "<th>run time</th><td>2.5 s</td>",
     ):
         assert text in page, text
     assert page.index("Attempt 2") < page.index("Attempt 1")  # the latest first
@@ -178,3 +185,19 @@ def test_saving_the_detail_form_is_refused(operator):
 
 def test_add_is_not_offered(operator):
     assert operator.get(reverse("admin:jobs_task_add")).status_code == 403
+
+
+def test_paginator_past_its_cap_pages_by_the_planner_estimate(monkeypatch):
+    from jobs.admin import paginator
+
+    monkeypatch.setattr(paginator, "EXACT_COUNT_LIMIT", 3)
+    TaskFactory.create_batch(5)
+    tasks = Task.objects.all()
+    count = paginator.EstimatedCountPaginator(tasks, 2).count
+    estimate = paginator.planner_estimate(tasks)
+    if connection.vendor == "postgresql":
+        assert estimate is not None
+        assert count == max(4, estimate)
+    else:
+        assert estimate is None
+        assert count == 4  # "more than 3": the capped count

@@ -1,9 +1,12 @@
 """Retry and cancel: what they do, what they report, and who may use them."""
 
+import threading
+import time
 from unittest import mock
 
 import pytest
 from django.contrib.messages import get_messages
+from django.db import connection, transaction
 from django.urls import reverse
 
 from jobs import transitions
@@ -165,3 +168,55 @@ def test_detail_buttons_need_the_permission_and_a_post(login):
     allowed = login("retry_task")
     assert allowed.get(reverse("admin:jobs_task_retry", args=[failed.pk])).status_code == 405
     assert statuses([failed]) == [Status.FAILED]
+
+
+def wait_until_a_query_waits_for_a_lock(deadline_seconds=10.0):
+    """Poll PostgreSQL until some backend waits on a row lock (the action blocked on the row)."""
+    deadline = time.monotonic() + deadline_seconds
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the action never waited for the worker's row lock")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_that_finishes_during_a_bulk_cancel_keeps_its_outcome(postgres_only):
+    """The worker holds the row while it records success; the cancel waits, then skips it."""
+    task = TaskFactory(running=True)
+    locked, release, found = threading.Event(), threading.Event(), {}
+
+    def worker():
+        try:
+            with transaction.atomic():
+                row = Task.objects.select_for_update().get(pk=task.pk)
+                locked.set()
+                release.wait(10)
+                transitions.succeed(row, result=42)
+        finally:
+            connection.close()
+
+    def operator():
+        try:
+            found["report"] = actions.cancel(Task.objects.filter(pk=task.pk))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker), threading.Thread(target=operator)]
+    threads[0].start()
+    assert locked.wait(10)
+    threads[1].start()
+    wait_until_a_query_waits_for_a_lock()
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    task.refresh_from_db()
+    assert task.status == Status.SUCCEEDED
+    assert task.result == 42
+    assert task.cancel_requested_at is None
+    assert found["report"].message() == "0 tasks cancelled; 1 skipped: already succeeded"

@@ -118,6 +118,7 @@ def test_every_number_comes_from_metrics(viewer):
     ):
         assert text in row, text
     assert "No live worker" in page
+    assert "11:00 to 11:59 UTC, one bar a minute; the tallest is 7." in page
 
 
 def test_dashboard_needs_the_view_permission(client):

@@ -1,6 +1,7 @@
 """How the admin shows a task's fields: badges, short durations, pretty JSON, error history."""
 
 import json
+from datetime import UTC
 
 from django.utils.html import format_html, format_html_join
 
@@ -90,3 +91,26 @@ def error_history(entries):
         ),
     )
     return format_html('<div class="jobs-errors">{}</div>', rows)
+
+
+TIMESTAMPS = [
+    ("created_at", "enqueued"),
+    ("run_after", "due"),
+    ("started_at", "started (last attempt)"),
+    ("finished_at", "finished"),
+    ("cancel_requested_at", "cancellation requested"),
+    ("lease_expires_at", "lease expires"),
+    ("updated_at", "last change"),
+]
+
+
+def timings(task, *, wait: str, run: str):
+    """Return the task's timestamps to the millisecond (UTC), with its wait and run times."""
+    rows = [
+        (label, value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
+        for name, label in TIMESTAMPS
+        if (value := getattr(task, name)) is not None
+    ]
+    rows += [("wait (due to start)", wait), ("run time", run)]
+    body = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
+    return format_html('<table class="jobs-timings">{}</table>', body)

@@ -6,15 +6,13 @@ from jobs import metrics
 
 
 class _IndexedValueFilter(admin.SimpleListFilter):
-    """Offer the distinct values of one column, found by a skip scan of its index."""
+    """Offer the distinct values of one column (``field_name``), found by a skip scan."""
 
     field_name = ""
 
-    def values(self) -> list[str]:
-        raise NotImplementedError
-
     def lookups(self, request, model_admin):
-        return [(value, value) for value in self.values()]
+        values = metrics.queue_names() if self.field_name == "queue" else metrics.task_names()
+        return [(value, value) for value in values]
 
     def queryset(self, request, queryset):
         if self.value():
@@ -27,14 +25,8 @@ class QueueFilter(_IndexedValueFilter):
     parameter_name = "queue"
     field_name = "queue"
 
-    def values(self):
-        return metrics.queue_names()
-
 
 class NameFilter(_IndexedValueFilter):
     title = "task name"
     parameter_name = "name"
     field_name = "name"
-
-    def values(self):
-        return metrics.task_names()

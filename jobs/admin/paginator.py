@@ -28,7 +28,7 @@ def planner_estimate(queryset) -> int | None:
     connection = connections[queryset.db]
     if connection.vendor != "postgresql":
         return None
-    sql, params = queryset.order_by().query.sql_with_params()
+    sql, params = queryset.order_by().query.get_compiler(connection=connection).as_sql()
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
         plan = cursor.fetchone()[0]

@@ -52,20 +52,7 @@ class TaskAdmin(admin.ModelAdmin):
         ),
         (
             "Timings",
-            {
-                "fields": [
-                    "created_at",
-                    "run_after",
-                    "started_at",
-                    "finished_at",
-                    "wait_time",
-                    "run_time",
-                    "worker_id",
-                    "lease_expires_at",
-                    "cancel_requested_at",
-                    "updated_at",
-                ]
-            },
+            {"fields": ["timings", "worker_id"]},
         ),
         ("Input and output", {"fields": ["payload_pretty", "result_pretty"]}),
         ("Identity", {"fields": ["idempotency_key", "backend"], "classes": ["collapse"]}),
@@ -77,8 +64,7 @@ class TaskAdmin(admin.ModelAdmin):
         "progress_display",
         "steps_pretty",
         "error_history",
-        "wait_time",
-        "run_time",
+        "timings",
         "payload_pretty",
         "result_pretty",
     ]
@@ -147,11 +133,12 @@ class TaskAdmin(admin.ModelAdmin):
         end = task.finished_at or (timezone.now() if task.status == states.Status.RUNNING else None)
         return display.seconds_text((end - task.started_at).total_seconds()) if end else "—"
 
-    @admin.display(description="wait time (due to start)")
-    def wait_time(self, task):
-        if not task.started_at:
-            return "—"
-        return display.seconds_text((task.started_at - task.run_after).total_seconds())
+    @admin.display(description="timings")
+    def timings(self, task):
+        wait = None
+        if task.started_at:
+            wait = (task.started_at - task.run_after).total_seconds()
+        return display.timings(task, wait=display.seconds_text(wait), run=self.run_time(task))
 
     @admin.display(description="steps")
     def steps_pretty(self, task):

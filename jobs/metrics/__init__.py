@@ -210,7 +210,8 @@ def _percentiles(start: str, end: str, now, window) -> dict[str, Percentiles]:
 
 def _percentiles_postgresql(connection, rows, start, end) -> dict[str, Percentiles]:
     seconds = f"EXTRACT(EPOCH FROM ({end} - {start}))"
-    inner, params = rows.order_by().values("queue", start, end).query.sql_with_params()
+    inner_query = rows.order_by().values("queue", start, end).query
+    inner, params = inner_query.get_compiler(connection=connection).as_sql()
     sql = f"""
         SELECT queue,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),
