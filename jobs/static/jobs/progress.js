@@ -114,7 +114,8 @@
     data.delete("next"); // ask for JSON, not a redirect
     data.set("action", action);
     var token = data.get("csrfmiddlewaretoken") || "";
-    fetch(form.action, {
+    // getAttribute: the buttons are named "action", which shadows form.action in the DOM.
+    fetch(form.getAttribute("action"), {
       method: "POST",
       body: data,
       credentials: "same-origin",
