@@ -35,10 +35,12 @@ def import_contacts(context, upload_id: int):
     upload = Upload.objects.filter(pk=upload_id).first()
     if upload is None:
         raise PermanentError("The uploaded file is no longer available: please upload it again.")
-    text = decode_csv(upload.filename, upload.data)
-    parsed = context.step("validate", parse_contacts, text)
+    # Parsing is pure and quick, so every attempt redoes it rather than storing the rows on the
+    # task: step results should stay small (counts, ids), as each step rewrites them all.
+    parsed = parse_contacts(decode_csv(upload.filename, upload.data))
     rows, total = parsed["rows"], parsed["total"]
     errors_by_line = sorted(error["line"] for error in parsed["errors"])
+    checked = context.step("validate", _validation_report, parsed)
 
     processed = created = 0
     context.progress(0, total, f"Imported 0 of {total:,} rows")
@@ -53,8 +55,8 @@ def import_contacts(context, upload_id: int):
 
     imported = len(rows)
     message = f"Imported {imported:,} of {total:,} rows"
-    if parsed["errors"]:
-        count = len(parsed["errors"])
+    if checked["error_count"]:
+        count = checked["error_count"]
         message += f"; {count:,} broken {'row' if count == 1 else 'rows'} skipped"
     context.progress(total, total, message, force=True)
     context.mark_result_public()
@@ -63,9 +65,19 @@ def import_contacts(context, upload_id: int):
         "imported": imported,
         "created": created,
         "already_present": imported - created,
+        "errors": checked["errors"],
+        "error_count": checked["error_count"],
+        "filename": upload.filename,
+    }
+
+
+def _validation_report(parsed: dict) -> dict:
+    """Return what the owner is shown about broken rows (the first 200 of them) and counts."""
+    return {
+        "total": parsed["total"],
+        "valid": len(parsed["rows"]),
         "errors": parsed["errors"][:200],
         "error_count": len(parsed["errors"]),
-        "filename": upload.filename,
     }
 
 
