@@ -71,7 +71,8 @@ class Task(models.Model):
 
     result = models.JSONField(null=True, blank=True)
     # Set by the task (TaskContext.mark_result_public) when its owner may read the result.
-    result_public = models.BooleanField(default=False)
+    # db_default too, so rows inserted by raw SQL (bulk loads, other tools) get False as well.
+    result_public = models.BooleanField(default=False, db_default=False)
     last_error = models.TextField(blank=True, default="", help_text="Message for the user.")
     # One entry per failed attempt: exception class, message, traceback, user message, when.
     error_details = models.JSONField(default=list, blank=True)
