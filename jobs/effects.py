@@ -58,6 +58,6 @@ def once(key: str, func, *args, task: Task | None = None, using=None, **kwargs) 
 
 
 def is_done(key: str, using=None) -> bool:
-    """Whether the effect ``key`` has been done (and committed)."""
+    """Tell whether the effect ``key`` has been done (and committed)."""
     using = using or router.db_for_read(Effect)
     return Effect.objects.using(using).filter(key=key).exists()

@@ -42,7 +42,7 @@ def visible_task(user, task_id) -> Task:
 
 
 def _failed_for_good(task: Task) -> bool:
-    """Whether the last failure was a PermanentError: bad input that trying again cannot fix."""
+    """Tell whether the last failure was a PermanentError: input that a retry cannot fix."""
     if not task.error_details:
         return False
     name = task.error_details[-1].get("exception", "")
@@ -54,7 +54,7 @@ def _failed_for_good(task: Task) -> bool:
 
 
 def may_retry(task: Task, user) -> bool:
-    """Whether ``user`` may put the failed ``task`` back in the queue from the status page."""
+    """Tell whether ``user`` may put the failed ``task`` back in the queue."""
     return task.status == Status.FAILED and _may_act(task, user) and not _failed_for_good(task)
 
 
