@@ -146,3 +146,12 @@ def test_a_task_can_mark_its_result_public():
     TaskContext(task).mark_result_public()
     task.refresh_from_db()
     assert task.result_public is True
+
+
+def test_completed_steps_are_read_back_from_the_record_by_a_new_attempt():
+    task = TaskFactory(running=True, steps={"validate": {"rows": 3}})
+    context = TaskContext(Task.objects.get(pk=task.pk))
+    assert context.completed_steps == {"validate": {"rows": 3}}
+    assert context.step("validate", pytest.fail, "a recorded step must not run again") == {
+        "rows": 3
+    }
