@@ -38,6 +38,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "demo_project.demo.notifications.NotificationMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -98,6 +99,11 @@ else:
     EMAIL_BACKEND = _email_backend
 
 JOBS_CONCURRENCY = env.int("JOBS_CONCURRENCY", default=4)
+
+# Pauses that let a person watch the demo's bars move (seconds per 100 rows imported, and per
+# report section); the test settings set them to 0.
+DEMO_IMPORT_CHUNK_SECONDS = env.float("DEMO_IMPORT_CHUNK_SECONDS", default=0.3)
+DEMO_REPORT_SECTION_SECONDS = env.float("DEMO_REPORT_SECTION_SECONDS", default=0.5)
 
 LOGGING = {
     "version": 1,

@@ -1,45 +1,99 @@
-"""What a running task can reach: its record, progress reports, and cancellation checkpoints."""
+"""What a running task can reach: its record, progress reports, steps, cancellation checkpoints."""
 
 import time
 
 from django.utils import timezone
 
+from jobs import effects
 from jobs.exceptions import TaskCancelled
 from jobs.models import Task
+from jobs.payload import validate_json
 
 
 class TaskContext:
     """Passed as the first argument to tasks declared with ``takes_context=True``."""
 
-    # Progress writes closer together than this are coalesced (the last one always lands).
+    # Progress writes closer together than this are coalesced (the last one always lands), so a
+    # task reporting in a tight loop costs at most four writes a second.
     min_write_interval = 0.25
 
-    def __init__(self, task: Task):
+    def __init__(self, task: Task, *, clock=time.monotonic):
         self.task = task
-        self._last_write = 0.0
+        # Injectable so that tests can drive the throttle without sleeping.
+        self._clock = clock
+        self._last_write = None
 
     @property
     def attempt(self) -> int:
         return self.task.attempts
 
+    def _this_attempt(self):
+        # Guarded by the attempt, so a worker that lost its task never writes over a newer one.
+        return Task.objects.filter(pk=self.task.pk, attempts=self.task.attempts)
+
+    # Progress ---------------------------------------------------------------------------------
+
     def progress(self, current: int, total: int | None = None, message: str = "", *, force=False):
-        """Report progress ("Imported 600 of 1,000 rows"); also a cancellation checkpoint."""
+        """Report progress ("Imported 600 of 1,000 rows"); also a cancellation checkpoint.
+
+        Only the database write is throttled: the values are kept on ``self.task`` at once, and
+        the report that completes the work (``current >= total``) or is ``force``d always lands.
+        """
         task = self.task
         task.progress_current = max(0, int(current))
         task.progress_total = None if total is None else max(0, int(total))
         task.progress_message = message[:255]
-        now = time.monotonic()
+        now = self._clock()
         done = total is not None and current >= total
-        if not (force or done) and now - self._last_write < self.min_write_interval:
+        recent = self._last_write is not None and now - self._last_write < self.min_write_interval
+        if recent and not (force or done):
             return
         self._last_write = now
-        Task.objects.filter(pk=task.pk, attempts=task.attempts).update(
+        self._this_attempt().update(
             progress_current=task.progress_current,
             progress_total=task.progress_total,
             progress_message=task.progress_message,
             updated_at=timezone.now(),
         )
         self.check_cancelled()
+
+    # Steps ------------------------------------------------------------------------------------
+
+    @property
+    def completed_steps(self) -> dict:
+        """Return the recorded results of the steps done so far, by name (a copy)."""
+        return dict(self.task.steps or {})
+
+    def step(self, name: str, func, *args, **kwargs):
+        """Run ``func(*args, **kwargs)`` as the step ``name`` once; return its result.
+
+        The result is recorded on the task as soon as the step returns, so a later attempt
+        (after a crash, a transient error or a requeue) skips the step and gets the recorded
+        result back. The result must be JSON. A step that raises records nothing and runs again
+        next time. A cancellation checkpoint precedes every step that has to run.
+        """
+        steps = self.task.steps or {}
+        if name in steps:
+            return steps[name]
+        self.check_cancelled()
+        result = func(*args, **kwargs)
+        validate_json(result, f"the result of step {name!r}")
+        self.task.steps = {**steps, name: result}
+        self._this_attempt().update(steps=self.task.steps, updated_at=timezone.now())
+        return result
+
+    def once(self, key: str, func, *args, **kwargs):
+        """Run ``func`` at most once per business ``key`` (see ``jobs.effects.once``)."""
+        return effects.once(key, func, *args, task=self.task, **kwargs)
+
+    # Results shown to the owner -----------------------------------------------------------------
+
+    def mark_result_public(self):
+        """Let the status view show this task's result to its owner (off by default)."""
+        self.task.result_public = True
+        self._this_attempt().update(result_public=True)
+
+    # Cancellation -------------------------------------------------------------------------------
 
     def cancel_requested(self) -> bool:
         requested_at = (

@@ -70,6 +70,9 @@ class Task(models.Model):
     steps = models.JSONField(default=dict, blank=True)
 
     result = models.JSONField(null=True, blank=True)
+    # Set by the task (TaskContext.mark_result_public) when its owner may read the result.
+    # db_default too, so rows inserted by raw SQL (bulk loads, other tools) get False as well.
+    result_public = models.BooleanField(default=False, db_default=False)
     last_error = models.TextField(blank=True, default="", help_text="Message for the user.")
     # One entry per failed attempt: exception class, message, traceback, user message, when.
     error_details = models.JSONField(default=list, blank=True)
@@ -279,3 +282,21 @@ class EventCounter(models.Model):
 
     def __str__(self):
         return f"{self.event} {self.queue}={self.value}"
+
+
+class Effect(models.Model):
+    """The mark of a side effect that was done, by business key (see ``jobs.effects``)."""
+
+    key = models.CharField(max_length=255, unique=True)
+    result = models.JSONField(null=True, blank=True)
+    # The task that did it, when known; kept when the task record is pruned.
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="effects"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.key

@@ -97,3 +97,41 @@ class ScheduleFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"schedule{n}")
     task = "tests.testapp.tasks.add"
     cron = "*/5 * * * *"
+
+
+class OrganisationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "demo.Organisation"
+
+    name = factory.Sequence(lambda n: f"Organisation {n}")
+
+
+class MemberFactory(UserFactory):
+    """A demo user who works for an organisation."""
+
+    class Meta:
+        skip_postgeneration_save = True
+
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
+    membership = factory.RelatedFactory(
+        "tests.factories.MembershipFactory", factory_related_name="user"
+    )
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "demo.Membership"
+
+    user = factory.SubFactory(UserFactory)
+    organisation = factory.SubFactory(OrganisationFactory)
+
+
+class UploadFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "demo.Upload"
+
+    owner = factory.SubFactory(MemberFactory)
+    organisation = factory.LazyAttribute(lambda upload: upload.owner.membership.organisation)
+    filename = "contacts.csv"
+    content_type = "text/csv"
+    data = b"email,name\nada@example.com,Ada\n"

@@ -5,8 +5,12 @@ A missing browser fails these tests: it never skips them, so CI cannot pass with
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
+
+from tests.conftest import ROOT
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 
@@ -71,3 +75,33 @@ def login(live_server):
         return page
 
     return log_in
+
+
+@pytest.fixture
+def live_worker(live_server, worker_env, tmp_path):
+    """Run ``manage.py runworker`` beside the live server for the whole test, then stop it.
+
+    The demo's pauses are set so a person (and a test) can watch the bars move: imports take a
+    second or two, the report about 30 seconds, which leaves time to cancel it.
+    """
+    env = {
+        **worker_env,
+        "DEMO_IMPORT_CHUNK_SECONDS": "0.2",
+        "DEMO_REPORT_SECTION_SECONDS": "1.5",
+    }
+    log = (tmp_path / "worker.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "runworker", "--concurrency", "2"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    log.close()

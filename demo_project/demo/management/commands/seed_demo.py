@@ -1,11 +1,13 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from demo_project.demo.models import Membership, Organisation
+
 DEMO_USERS = [
-    # username, password, is_staff
-    ("admin", "admin", True),
-    ("alice", "alice", False),
-    ("bob", "bob", False),
+    # username, password, is_staff, organisation
+    ("admin", "admin", True, "Acme Ltd"),
+    ("alice", "alice", False, "Acme Ltd"),
+    ("bob", "bob", False, "Globex Corporation"),
 ]
 
 
@@ -14,11 +16,18 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         User = get_user_model()
-        for username, password, is_staff in DEMO_USERS:
+        for username, password, is_staff, organisation_name in DEMO_USERS:
             user, created = User.objects.get_or_create(
-                username=username, defaults={"is_staff": is_staff, "is_superuser": is_staff}
+                username=username,
+                defaults={
+                    "is_staff": is_staff,
+                    "is_superuser": is_staff,
+                    "email": f"{username}@example.com",
+                },
             )
             if created:
                 user.set_password(password)
                 user.save()
-        self.stdout.write("Demo logins: " + ", ".join(f"{u}/{p}" for u, p, _ in DEMO_USERS))
+            organisation, _ = Organisation.objects.get_or_create(name=organisation_name)
+            Membership.objects.get_or_create(user=user, defaults={"organisation": organisation})
+        self.stdout.write("Demo logins: " + ", ".join(f"{u}/{p}" for u, p, *_ in DEMO_USERS))

@@ -1,0 +1,160 @@
+/*
+ * Keeps every {% task_progress %} block on the page up to date by polling its JSON status view.
+ *
+ * No framework, no build step. Polls about every 2 seconds, backs off (doubling up to 30 s) on
+ * network or server errors, stops at a terminal status, and turns the retry / cancel form into
+ * a background request. Without JavaScript the block shows the state as of the page's rendering
+ * and the buttons post the form normally.
+ *
+ * Each update also dispatches a "jobs:status" event on the block (detail: the JSON status), for
+ * pages that show more than the bar.
+ */
+(function () {
+  "use strict";
+
+  var INTERVAL = 2000;
+  var MAX_INTERVAL = 30000;
+
+  function remainingText(seconds) {
+    if (seconds === null || seconds === undefined) return "";
+    if (seconds < 60) return "about " + Math.max(1, Math.round(seconds)) + " s left";
+    return "about " + Math.round(seconds / 60) + " min left";
+  }
+
+  function setText(root, name, text) {
+    var node = root.querySelector('[data-jobs-field="' + name + '"]');
+    if (node) node.textContent = text;
+  }
+
+  function render(root, status) {
+    var percent = status.progress.percent;
+    var bar = root.querySelector('[role="progressbar"]');
+    var fill = root.querySelector("[data-jobs-bar]");
+    if (percent === null) {
+      bar.removeAttribute("aria-valuenow");
+    } else {
+      bar.setAttribute("aria-valuenow", String(percent));
+    }
+    bar.setAttribute(
+      "aria-valuetext",
+      (percent === null ? "" : percent + "% · ") + status.message
+    );
+    if (fill) fill.style.width = (percent || 0) + "%";
+
+    root.className = root.className.replace(/\bjobs-status-\w+/g, "").trim();
+    root.classList.add("jobs-status-" + status.status);
+    root.setAttribute("data-status", status.status);
+    var cancelling = status.cancel_requested && !status.is_finished;
+    setText(root, "status_display", cancelling ? "Cancelling" : status.status_display);
+    setText(root, "percent", percent === null ? "" : percent + "%");
+    setText(root, "message", status.message);
+    setText(root, "eta", remainingText(status.eta_seconds));
+
+    var link = root.querySelector("[data-jobs-result-link]");
+    if (link && status.result && status.result.url) {
+      link.href = status.result.url;
+      link.textContent = status.result.label || "Download the result";
+      link.hidden = false;
+    }
+    var retry = root.querySelector("[data-jobs-retry]");
+    var cancel = root.querySelector("[data-jobs-cancel]");
+    if (retry) retry.hidden = !status.can_retry;
+    if (cancel) cancel.hidden = !status.can_cancel;
+    root.dispatchEvent(new CustomEvent("jobs:status", { detail: status, bubbles: true }));
+  }
+
+  function Poller(root) {
+    this.root = root;
+    this.url = root.getAttribute("data-status-url");
+    this.delay = INTERVAL;
+    this.timer = null;
+  }
+
+  Poller.prototype.schedule = function (ms) {
+    var self = this;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(function () { self.tick(); }, ms);
+  };
+
+  Poller.prototype.tick = function () {
+    var self = this;
+    fetch(this.url, {
+      headers: { Accept: "application/json" },
+      credentials: "same-origin",
+      cache: "no-store",
+    })
+      .then(function (response) {
+        if (response.status === 404) return { gone: true };
+        if (!response.ok) throw new Error("status " + response.status);
+        return response.json();
+      })
+      .then(function (status) {
+        if (status.gone) {
+          setText(self.root, "message", "This task is no longer available.");
+          return;
+        }
+        self.delay = INTERVAL;
+        self.update(status);
+      })
+      .catch(function () {
+        // The server or the network is struggling: ask less often until it answers again.
+        self.delay = Math.min(self.delay * 2, MAX_INTERVAL);
+        self.schedule(self.delay);
+      });
+  };
+
+  Poller.prototype.update = function (status) {
+    render(this.root, status);
+    if (!status.is_finished) this.schedule(INTERVAL);
+  };
+
+  Poller.prototype.act = function (form, action) {
+    var self = this;
+    var data = new FormData(form);
+    data.delete("next"); // ask for JSON, not a redirect
+    data.set("action", action);
+    var token = data.get("csrfmiddlewaretoken") || "";
+    // getAttribute: the buttons are named "action", which shadows form.action in the DOM.
+    fetch(form.getAttribute("action"), {
+      method: "POST",
+      body: data,
+      credentials: "same-origin",
+      headers: { Accept: "application/json", "X-CSRFToken": token },
+    })
+      .then(function (response) { return response.json(); })
+      .then(function (status) {
+        if (status.id) self.update(status);
+        if (status.action_message) setText(self.root, "message", status.action_message);
+      })
+      .catch(function () { self.schedule(INTERVAL); });
+  };
+
+  function bind(root) {
+    if (root.getAttribute("data-jobs-bound")) return;
+    root.setAttribute("data-jobs-bound", "1");
+    var poller = new Poller(root);
+    var form = root.querySelector("[data-jobs-actions]");
+    if (form) {
+      form.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var button = event.submitter;
+        poller.act(form, button ? button.value : "");
+      });
+    }
+    var status = root.getAttribute("data-status");
+    if (status !== "succeeded" && status !== "failed" && status !== "cancelled") {
+      poller.schedule(INTERVAL);
+    }
+  }
+
+  function start() {
+    var roots = document.querySelectorAll("[data-jobs-task]");
+    for (var i = 0; i < roots.length; i++) bind(roots[i]);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

@@ -1,0 +1,45 @@
+"""Template tags for the owner's page: a progress bar that keeps itself up to date.
+
+{% load jobs_progress %}
+{% task_progress task %}        the bar, the status line and the retry / cancel buttons
+{% task_progress_assets %}      once per page: the stylesheet and the polling script
+"""
+
+from django import template
+
+from jobs.views import describe
+
+register = template.Library()
+
+
+@register.inclusion_tag("jobs/progress.html", takes_context=True)
+def task_progress(context, task, label=""):
+    """Render ``task``'s progress as of now; the script then polls for the rest."""
+    request = context.get("request")
+    user = getattr(request, "user", None) or context.get("user")
+    status = describe(task, user)
+    return {
+        "task": task,
+        "status": status,
+        "label": label or task.summary or task.name,
+        "eta": remaining_text(status["eta_seconds"]),
+        "csrf_token": context.get("csrf_token"),
+        "next_url": request.get_full_path() if request is not None else "",
+    }
+
+
+@register.inclusion_tag("jobs/assets.html")
+def task_progress_assets():
+    """Render the stylesheet and script tags the progress bars need, once per page."""
+    return {}
+
+
+@register.filter
+def remaining_text(seconds) -> str:
+    """Say roughly how long is left ("about 2 min left"); the script words it the same way."""
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"about {max(1, seconds)} s left"
+    return f"about {round(seconds / 60)} min left"

@@ -1,0 +1,187 @@
+"""The task status, as JSON for the owner's page, and the owner's retry and cancel actions.
+
+A task is shown only to its owner and to staff. Everyone else (another user, an anonymous
+visitor) gets the same 404 as for an id that does not exist or is not a UUID, so the answer never
+reveals that a task exists. Nothing here shows developer detail: the user's message is
+``last_error``; tracebacks stay in ``error_details`` for the admin.
+"""
+
+import uuid
+
+from django.contrib import messages
+from django.http import Http404, HttpResponseRedirect, JsonResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.module_loading import import_string
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_GET, require_POST
+
+from jobs import transitions
+from jobs.exceptions import PermanentError
+from jobs.models import Task
+from jobs.states import TERMINAL, Status
+
+CANCELLABLE = frozenset({Status.PENDING, Status.RETRYING, Status.RUNNING})
+
+
+def visible_task(user, task_id) -> Task:
+    """Return the task ``task_id`` if ``user`` may see it; raise Http404 otherwise."""
+    if not getattr(user, "is_authenticated", False):
+        raise Http404("No such task.")
+    try:
+        pk = uuid.UUID(str(task_id))
+    except ValueError:
+        raise Http404("No such task.") from None
+    tasks = Task.objects.all() if user.is_staff else Task.objects.owned_by(user)
+    task = tasks.filter(pk=pk).first()
+    if task is None:
+        raise Http404("No such task.")
+    return task
+
+
+def _failed_for_good(task: Task) -> bool:
+    """Tell whether the last failure was a PermanentError: input that a retry cannot fix."""
+    if not task.error_details:
+        return False
+    name = task.error_details[-1].get("exception", "")
+    try:
+        exc_type = import_string(name)
+    except ImportError:
+        return False
+    return isinstance(exc_type, type) and issubclass(exc_type, PermanentError)
+
+
+def may_retry(task: Task, user) -> bool:
+    """Tell whether ``user`` may put the failed ``task`` back in the queue."""
+    return task.status == Status.FAILED and _may_act(task, user) and not _failed_for_good(task)
+
+
+def may_cancel(task: Task, user) -> bool:
+    return task.status in CANCELLABLE and task.cancel_requested_at is None and _may_act(task, user)
+
+
+def _may_act(task: Task, user) -> bool:
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return user.is_staff or task.owner_id == user.pk
+
+
+def estimate_remaining(task: Task, now) -> int | None:
+    """Return the seconds left at the rate progress has been made this attempt, if known."""
+    total, done = task.progress_total, task.progress_current
+    if task.status != Status.RUNNING or not task.started_at or not total or not 0 < done < total:
+        return None
+    elapsed = max(0.0, (now - task.started_at).total_seconds())
+    return round(elapsed / done * (total - done))
+
+
+def status_text(task: Task) -> str:
+    """Return one line that tells the owner where the task stands."""
+    if task.status == Status.RUNNING and task.cancel_requested_at:
+        return "Cancelling…"
+    if task.status in (Status.FAILED, Status.RETRYING) and task.last_error:
+        return task.last_error
+    if task.status == Status.CANCELLED:
+        return "Cancelled."
+    if task.status == Status.SUCCEEDED:
+        return task.progress_message or "Done."
+    if task.status == Status.PENDING:
+        return "Waiting to start…"
+    return task.progress_message or "Working…"
+
+
+def _iso(value):
+    return value.isoformat() if value else None
+
+
+def describe(task: Task, user, *, now=None) -> dict:
+    """Return the status of ``task`` as ``user`` may see it (the JSON view's body)."""
+    now = now or timezone.now()
+    show_error = task.status in (Status.FAILED, Status.RETRYING, Status.CANCELLED)
+    show_result = task.status == Status.SUCCEEDED and task.result_public
+    return {
+        "id": str(task.pk),
+        "name": task.name,
+        "summary": task.summary,
+        "status": str(task.status),
+        "status_display": Status(task.status).label,
+        "is_finished": task.status in TERMINAL,
+        "cancel_requested": task.cancel_requested_at is not None,
+        "message": status_text(task),
+        "progress": {
+            "percent": task.progress_percent,
+            "current": task.progress_current,
+            "total": task.progress_total,
+            "message": task.progress_message,
+        },
+        "attempts": task.attempts,
+        "max_attempts": task.max_attempts,
+        "eta_seconds": estimate_remaining(task, now),
+        "error": (task.last_error or None) if show_error else None,
+        "can_retry": may_retry(task, user),
+        "can_cancel": may_cancel(task, user),
+        "result": task.result if show_result else None,
+        "created_at": _iso(task.created_at),
+        "started_at": _iso(task.started_at),
+        "finished_at": _iso(task.finished_at),
+        "updated_at": _iso(task.updated_at),
+        "urls": {
+            "status": reverse("jobs:task-status", args=[task.pk]),
+            "action": reverse("jobs:task-action", args=[task.pk]),
+        },
+    }
+
+
+def _not_found():
+    return JsonResponse({"error": "No such task."}, status=404)
+
+
+@never_cache
+@require_GET
+def task_status(request, task_id):
+    """Return the task's status as JSON, to its owner or staff; 404 to anyone else."""
+    try:
+        task = visible_task(request.user, task_id)
+    except Http404:
+        return _not_found()
+    return JsonResponse(describe(task, request.user))
+
+
+@never_cache
+@csrf_protect
+@require_POST
+def task_action(request, task_id):
+    """Retry a failed task, or cancel a waiting or running one (``action=retry|cancel``).
+
+    Answers JSON (the new status, 409 when the action does not apply); a plain form post with a
+    safe ``next`` URL is redirected there instead, so the buttons work without JavaScript.
+    """
+    try:
+        task = visible_task(request.user, task_id)
+    except Http404:
+        return _not_found()
+    action = request.POST.get("action", "")
+    if action == "retry" and may_retry(task, request.user):
+        transitions.requeue(task)
+        ok, text = task.status == Status.PENDING, "Queued again."
+    elif action == "cancel" and may_cancel(task, request.user):
+        outcome = transitions.cancel(task)
+        ok = outcome is not transitions.CancelOutcome.REFUSED
+        text = "Cancelled." if outcome is transitions.CancelOutcome.CANCELLED else "Cancelling…"
+    elif action in ("retry", "cancel"):
+        ok, text = False, f"This task cannot be {'retried' if action == 'retry' else 'cancelled'}."
+    else:
+        return JsonResponse({"error": "Unknown action: use retry or cancel."}, status=400)
+
+    next_url = request.POST.get("next", "")
+    if next_url and url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        messages.add_message(
+            request, messages.SUCCESS if ok else messages.ERROR, text, fail_silently=True
+        )
+        return HttpResponseRedirect(next_url)
+    body = {**describe(task, request.user), "action_message": text}
+    return JsonResponse(body, status=200 if ok else 409)
