@@ -11,7 +11,9 @@ from jobs.conf import jobs_settings
 logger = logging.getLogger(__name__)
 
 
-def retry_on_database_error(operation, *, what: str, model=None, deadline_seconds=None):
+def retry_on_database_error(
+    operation, *, what: str, model=None, deadline_seconds=None, on_fault=None
+):
     """Run ``operation()``; on a database fault, reconnect and try again until a deadline.
 
     For bookkeeping writes that must not be lost: a finished task's outcome is retried through a
@@ -34,6 +36,8 @@ def retry_on_database_error(operation, *, what: str, model=None, deadline_second
                 pause,
             )
             _drop_broken_connection(model)
+            if on_fault is not None:
+                on_fault()
             time.sleep(pause * (1 + random.random()))
             pause = min(pause * 2, 2.0)
 

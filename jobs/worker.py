@@ -341,12 +341,17 @@ class Worker:
         free = len(self._idle())
         if free <= 0:
             return []
+
+        def after_fault():
+            self._next_heartbeat = 0.0  # a claim may have committed unseen: check at once
+
         return retry_on_database_error(
             lambda: claiming.claim(
                 self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
             ),
             what="claim",
             model=Task,
+            on_fault=after_fault,
         )
 
     def _register(self):
@@ -375,13 +380,25 @@ class Worker:
 
         def beat():
             now = timezone.now()
+            # Only the leases of tasks a child really runs: a claim whose reply was lost to a
+            # database fault leaves rows "running" here that no child has; those are handed back.
+            running = [child.task.pk for child in self.children if child.busy]
             mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
-            mine.update(lease_expires_at=now + timedelta(seconds=self.lease_seconds))
+            mine.filter(pk__in=running).update(
+                lease_expires_at=now + timedelta(seconds=self.lease_seconds)
+            )
+            for lost in mine.exclude(pk__in=running):
+                if transitions.release(lost):
+                    logger.warning("lost claim handed back task_id=%s", lost.pk)
             WorkerRecord.objects.filter(pk=self.worker_id).update(
-                last_heartbeat_at=now, in_flight=self._busy()
+                last_heartbeat_at=now, in_flight=len(running)
             )
             overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
-            return set(mine.filter(cancel_requested_at__lte=overdue).values_list("pk", flat=True))
+            return set(
+                mine.filter(pk__in=running, cancel_requested_at__lte=overdue).values_list(
+                    "pk", flat=True
+                )
+            )
 
         try:
             ignoring_cancel = retry_on_database_error(beat, what="heartbeat", model=Task)
