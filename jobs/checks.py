@@ -11,7 +11,14 @@ from jobs.conf import DEFAULTS, jobs_settings
 @checks.register()
 def check_settings(app_configs, **kwargs):
     errors = []
-    for name in ("MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS", "CONCURRENCY"):
+    whole_numbers = (
+        "MAX_PAYLOAD_BYTES",
+        "DEFAULT_MAX_ATTEMPTS",
+        "CONCURRENCY",
+        "PRUNE_BATCH_SIZE",
+        "PRUNE_MAX_BATCHES",
+    )
+    for name in whole_numbers:
         value = getattr(jobs_settings, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             errors.append(

@@ -1,6 +1,7 @@
 """Test settings: the demo's, with a shared test database that worker processes can open too."""
 
 import os
+from pathlib import Path
 
 import django
 
@@ -10,8 +11,10 @@ from demo_project.settings import DATABASES, INSTALLED_APPS, VAR_DIR
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file, not :memory:, so that runworker subprocesses see the same database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-jobs.sqlite3")}
+    # A file, not :memory:, so that runworker subprocesses see the same database; named after
+    # DATABASE_URL's file, so runs with different URLs never share (or delete) each other's.
+    _name = Path(DATABASES["default"]["NAME"]).stem
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{_name}.sqlite3")}
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if django.VERSION >= (6, 1):

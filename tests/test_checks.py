@@ -1,0 +1,34 @@
+"""System checks report nonsense settings at startup, with the setting's name."""
+
+import pytest
+from django.core import checks
+
+from jobs.checks import check_settings
+
+
+def messages():
+    return [error.msg for error in check_settings(None)]
+
+
+def test_defaults_pass():
+    assert messages() == []
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "fragment"),
+    [
+        ("JOBS_CONCURRENCY", 0, "JOBS_CONCURRENCY must be a whole number of at least 1, got 0"),
+        ("JOBS_MAX_PAYLOAD_BYTES", "big", "JOBS_MAX_PAYLOAD_BYTES must be a whole number"),
+        ("JOBS_PRUNE_BATCH_SIZE", True, "JOBS_PRUNE_BATCH_SIZE must be a whole number"),
+        ("JOBS_LEASE_SECONDS", -1, "JOBS_LEASE_SECONDS must be a number of seconds above 0"),
+        ("JOBS_POLL_INTERVAL", "1s", "JOBS_POLL_INTERVAL must be a number of seconds above 0"),
+    ],
+)
+def test_bad_values_are_reported(settings, setting, value, fragment):
+    setattr(settings, setting, value)
+    assert any(fragment in message for message in messages()), messages()
+
+
+def test_checks_are_registered_with_django():
+    registered = {check.__name__ for check in checks.registry.registry.get_checks()}
+    assert {"check_settings", "check_sqlite_version"} <= registered
