@@ -126,3 +126,13 @@ def write_and_pause(key):
     SideEffect.objects.create(key=key)
     time.sleep(0.05)
     return key
+
+
+@task(max_attempts=10)
+def effect_once(key):
+    """Write one effect per key, however often the task runs (jobs.effects.once)."""
+    from jobs.effects import once
+
+    time.sleep(0.1)
+    once(f"effect:{key}", lambda: SideEffect.objects.create(key=key).pk)
+    return key

@@ -1,0 +1,50 @@
+"""DESIGN scenario 2: workers killed with SIGKILL every few seconds and restarted.
+
+Every task still ends ``succeeded``, and with an idempotency helper every side effect happened
+exactly once.
+"""
+
+import random
+import signal
+import time
+
+import pytest
+
+from jobs.models import Task
+from jobs.states import Status
+from tests.conftest import wait_for
+from tests.testapp import tasks
+from tests.testapp.models import SideEffect
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+
+CHAOS = {"JOBS_LEASE_SECONDS": "1", "JOBS_MAINTENANCE_INTERVAL": "0.3"}
+TASKS = 300
+
+
+def test_tasks_survive_workers_killed_again_and_again(start_worker):
+    for i in range(TASKS):
+        tasks.effect_once.enqueue(str(i))
+    workers = [start_worker("--concurrency", "2", env=CHAOS) for _ in range(3)]
+    rng = random.Random(2)
+    kills = 0
+    deadline = time.monotonic() + 120
+
+    def done():
+        return Task.objects.filter(status=Status.SUCCEEDED).count() == TASKS
+
+    while not done() and time.monotonic() < deadline and kills < 8:
+        time.sleep(1.0)
+        victim = rng.randrange(len(workers))
+        workers[victim].signal(signal.SIGKILL)
+        workers[victim].wait()
+        kills += 1
+        workers[victim] = start_worker("--concurrency", "2", env=CHAOS)
+
+    wait_for(done, timeout=120, interval=0.2, message=f"all {TASKS} tasks to succeed")
+    assert kills >= 3  # the chaos really happened while tasks were running
+    assert not Task.objects.exclude(status=Status.SUCCEEDED).exists()
+    assert SideEffect.objects.count() == TASKS
+    assert SideEffect.objects.values("key").distinct().count() == TASKS
+    # Some tasks were interrupted and ran again: the effects above are once despite that.
+    assert Task.objects.filter(attempts__gt=1).exists()
