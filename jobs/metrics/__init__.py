@@ -26,17 +26,20 @@ interpolation is computed from the one or two ordered rows around the wanted ran
 databases give the same answer. The result types are in ``jobs.metrics.results``.
 """
 
-import math
 from datetime import UTC, timedelta
 
 from django.db import connections, router
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
+from django.db.models import Count, F, Max, Min, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMinute
-from django.utils import timezone
 
 from jobs import pausing
 from jobs.conf import jobs_settings
+
+# Re-exported: every metric is reachable as jobs.metrics.<name>.
+from jobs.metrics.durations import duration_histograms as duration_histograms
+from jobs.metrics.durations import run_time_percentiles as run_time_percentiles
+from jobs.metrics.durations import wait_time_percentiles as wait_time_percentiles
 from jobs.metrics.results import (
     FailureGroup,
     LateTask,
@@ -48,25 +51,14 @@ from jobs.metrics.results import (
     Throughput,
     WorkerStatus,
 )
+from jobs.metrics.window import as_window as _window
+from jobs.metrics.window import finished_in as _finished_in
+from jobs.metrics.window import now_or_current as _now
 from jobs.models import Task, Worker
 from jobs.states import TERMINAL, Status
 
 STATUSES = [status.value for status in Status]
 FINISHED = sorted(TERMINAL)
-
-
-def _now(now):
-    return now or timezone.now()
-
-
-def _window(window) -> timedelta:
-    if window is None:
-        return timedelta(seconds=jobs_settings.METRICS_WINDOW_SECONDS)
-    return window if isinstance(window, timedelta) else timedelta(seconds=window)
-
-
-def _finished_in(now, window):
-    return Task.objects.finished().filter(finished_at__gte=now - window, finished_at__lte=now)
 
 
 # Counts and ages -----------------------------------------------------------------------------
@@ -188,69 +180,6 @@ def retries(*, now=None, window=None) -> dict[str, Retries]:
         )
         for queue in waiting.keys() | retried.keys()
     }
-
-
-def run_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
-    """Return, per queue, p50 and p95 of the run time of tasks finished in the window."""
-    return _percentiles("started_at", "finished_at", _now(now), _window(window))
-
-
-def wait_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
-    """Return, per queue, p50 and p95 of the wait (due to start) of tasks finished in the window."""
-    return _percentiles("run_after", "started_at", _now(now), _window(window))
-
-
-def _percentiles(start: str, end: str, now, window) -> dict[str, Percentiles]:
-    rows = _finished_in(now, window).filter(started_at__isnull=False)
-    connection = connections[router.db_for_read(Task)]
-    if connection.vendor == "postgresql":
-        return _percentiles_postgresql(connection, rows, start, end)
-    return _percentiles_portable(rows, start, end)
-
-
-def _percentiles_postgresql(connection, rows, start, end) -> dict[str, Percentiles]:
-    seconds = f"EXTRACT(EPOCH FROM ({end} - {start}))"
-    inner_query = rows.order_by().values("queue", start, end).query
-    inner, params = inner_query.get_compiler(connection=connection).as_sql()
-    sql = f"""
-        SELECT queue,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),
-               percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}),
-               count(*)
-        FROM ({inner}) AS finished
-        GROUP BY queue
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {
-            queue: Percentiles(p50=float(p50), p95=float(p95), count=n)
-            for queue, p50, p95, n in cursor.fetchall()
-        }
-
-
-def _percentiles_portable(rows, start, end) -> dict[str, Percentiles]:
-    duration = ExpressionWrapper(F(end) - F(start), output_field=DurationField())
-    found = {}
-    for queue, n in rows.order_by().values_list("queue").annotate(n=Count("*")):
-        ordered = (
-            rows.filter(queue=queue)
-            .annotate(duration=duration)
-            .order_by("duration")
-            .values_list("duration", flat=True)
-        )
-        found[queue] = Percentiles(
-            p50=_interpolate(ordered, n, 0.5), p95=_interpolate(ordered, n, 0.95), count=n
-        )
-    return found
-
-
-def _interpolate(ordered, n: int, fraction: float) -> float:
-    # percentile_cont: the value at rank fraction * (n - 1), interpolated between its neighbours.
-    position = fraction * (n - 1)
-    lower = math.floor(position)
-    values = [value.total_seconds() for value in ordered[lower : lower + 2]]
-    low, high = values[0], values[-1]
-    return low + (high - low) * (position - lower)
 
 
 # Workers and what needs attention ------------------------------------------------------------
@@ -401,7 +330,7 @@ def snapshot(*, now=None, window=None, minutes: int = 60) -> Snapshot:
     )
 
 
-# --- used by stats/health/exporter ---
+# Used by stats, health and the exporter ------------------------------------------------------
 
 
 def last_heartbeat_age(*, now=None) -> float | None:
@@ -409,25 +338,3 @@ def last_heartbeat_age(*, now=None) -> float | None:
     now = _now(now)
     latest = Worker.objects.filter(stopped_at__isnull=True).aggregate(at=Max("last_heartbeat_at"))
     return None if latest["at"] is None else max(0.0, (now - latest["at"]).total_seconds())
-
-
-def duration_histograms(start: str, end: str, bounds, *, now=None, window=None) -> dict:
-    """Bucket, per queue, ``end - start`` of tasks finished in the window (one grouped query).
-
-    Return ``{queue: (cumulative counts at or under each bound, sum in seconds, count)}``.
-    """
-    now, window = _now(now), _window(window)
-    rows = (
-        _finished_in(now, window)
-        .filter(started_at__isnull=False)
-        .annotate(d=ExpressionWrapper(F(end) - F(start), output_field=DurationField()))
-    )
-    counts = {
-        f"le{i}": Count("pk", filter=Q(d__lte=timedelta(seconds=bound)))
-        for i, bound in enumerate(bounds)
-    }
-    found = {}
-    for row in rows.order_by().values("queue").annotate(n=Count("pk"), total=Sum("d"), **counts):
-        total = row["total"].total_seconds() if row["total"] is not None else 0.0
-        found[row["queue"]] = ([row[f"le{i}"] for i in range(len(bounds))], total, row["n"])
-    return found

@@ -1,0 +1,98 @@
+"""Durations of finished tasks: run-time and wait-time percentiles, and histograms."""
+
+import math
+from datetime import timedelta
+
+from django.db import connections, router
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
+
+from jobs.metrics.results import Percentiles
+from jobs.metrics.window import as_window as _window
+from jobs.metrics.window import finished_in as _finished_in
+from jobs.metrics.window import now_or_current as _now
+from jobs.models import Task
+
+
+def run_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
+    """Return, per queue, p50 and p95 of the run time of tasks finished in the window."""
+    return _percentiles("started_at", "finished_at", _now(now), _window(window))
+
+
+def wait_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
+    """Return, per queue, p50 and p95 of the wait (due to start) of tasks finished in the window."""
+    return _percentiles("run_after", "started_at", _now(now), _window(window))
+
+
+def _percentiles(start: str, end: str, now, window) -> dict[str, Percentiles]:
+    rows = _finished_in(now, window).filter(started_at__isnull=False)
+    connection = connections[router.db_for_read(Task)]
+    if connection.vendor == "postgresql":
+        return _percentiles_postgresql(connection, rows, start, end)
+    return _percentiles_portable(rows, start, end)
+
+
+def _percentiles_postgresql(connection, rows, start, end) -> dict[str, Percentiles]:
+    seconds = f"EXTRACT(EPOCH FROM ({end} - {start}))"
+    inner_query = rows.order_by().values("queue", start, end).query
+    inner, params = inner_query.get_compiler(connection=connection).as_sql()
+    sql = f"""
+        SELECT queue,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}),
+               count(*)
+        FROM ({inner}) AS finished
+        GROUP BY queue
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {
+            queue: Percentiles(p50=float(p50), p95=float(p95), count=n)
+            for queue, p50, p95, n in cursor.fetchall()
+        }
+
+
+def _percentiles_portable(rows, start, end) -> dict[str, Percentiles]:
+    duration = ExpressionWrapper(F(end) - F(start), output_field=DurationField())
+    found = {}
+    for queue, n in rows.order_by().values_list("queue").annotate(n=Count("*")):
+        ordered = (
+            rows.filter(queue=queue)
+            .annotate(duration=duration)
+            .order_by("duration")
+            .values_list("duration", flat=True)
+        )
+        found[queue] = Percentiles(
+            p50=_interpolate(ordered, n, 0.5), p95=_interpolate(ordered, n, 0.95), count=n
+        )
+    return found
+
+
+def _interpolate(ordered, n: int, fraction: float) -> float:
+    # percentile_cont: the value at rank fraction * (n - 1), interpolated between its neighbours.
+    position = fraction * (n - 1)
+    lower = math.floor(position)
+    values = [value.total_seconds() for value in ordered[lower : lower + 2]]
+    low, high = values[0], values[-1]
+    return low + (high - low) * (position - lower)
+
+
+def duration_histograms(start: str, end: str, bounds, *, now=None, window=None) -> dict:
+    """Bucket, per queue, ``end - start`` of tasks finished in the window (one grouped query).
+
+    Return ``{queue: (cumulative counts at or under each bound, sum in seconds, count)}``.
+    """
+    now, window = _now(now), _window(window)
+    rows = (
+        _finished_in(now, window)
+        .filter(started_at__isnull=False)
+        .annotate(d=ExpressionWrapper(F(end) - F(start), output_field=DurationField()))
+    )
+    counts = {
+        f"le{i}": Count("pk", filter=Q(d__lte=timedelta(seconds=bound)))
+        for i, bound in enumerate(bounds)
+    }
+    found = {}
+    for row in rows.order_by().values("queue").annotate(n=Count("pk"), total=Sum("d"), **counts):
+        total = row["total"].total_seconds() if row["total"] is not None else 0.0
+        found[row["queue"]] = ([row[f"le{i}"] for i in range(len(bounds))], total, row["n"])
+    return found
