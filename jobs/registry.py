@@ -62,6 +62,10 @@ class TaskDefinition:
         """Record a call of this task for a worker to run; return the task record."""
         return enqueue(self, args, kwargs, options=self.options)
 
+    def enqueue_many(self, calls, *, batch_size: int = 5000) -> list[Task]:
+        """Record many calls of this task in few statements; see ``jobs.registry.enqueue_many``."""
+        return enqueue_many(self, calls, options=self.options, batch_size=batch_size)
+
 
 def task(
     func=None,
@@ -151,6 +155,64 @@ def enqueue(definition, args=(), kwargs=None, *, options: EnqueueOptions | None 
         owner=options.owner,
         summary=options.summary,
         idempotency_key=options.idempotency_key,
+    )
+
+
+def enqueue_many(
+    definition, calls, *, options: EnqueueOptions | None = None, batch_size: int = 5000, **extra
+) -> list[Task]:
+    """Create one task per call in ``calls`` with bulk INSERTs; return the task records.
+
+    Each call is a tuple of args, or ``(args, kwargs)`` when its last item is a dict and it has
+    two items (``[(1,), (2,)]``, ``[((), {"user_id": 1})]``). Every payload is validated before
+    anything is written, so one bad call refuses them all. The options apply to every task;
+    an ``idempotency_key`` is refused here (it names one task: use ``enqueue``).
+    """
+    if isinstance(definition, str):
+        definition = get_task(definition)
+    options = replace(options or EnqueueOptions(), **extra)
+    if options.idempotency_key is not None:
+        raise ValueError("enqueue_many takes no idempotency_key: it names one task.")
+    owner = options.owner
+    if owner is not None and not getattr(owner, "is_authenticated", True):
+        owner = None
+    summary = options.summary if len(options.summary) <= 255 else options.summary[:254] + "…"
+    run_after = resolve_run_after(options.run_after, options.delay)
+    now = timezone.now()
+    common = {
+        "name": definition.name,
+        "queue": options.queue or definition.queue,
+        "priority": definition.priority if options.priority is None else options.priority,
+        "max_attempts": options.max_attempts or definition.max_attempts,
+        "run_after": run_after,
+        "owner": owner,
+        "summary": summary,
+        "created_at": now,
+        "updated_at": now,
+    }
+    tasks = []
+    for number, call in enumerate(calls):
+        args, kwargs = _split_call(call, number)
+        tasks.append(Task(payload=build_payload(args, kwargs), **common))
+    using = router.db_for_write(Task)
+    # One transaction: all the tasks or none, and (PostgreSQL) one wake-up per statement.
+    with transaction.atomic(using=using):
+        Task.objects.using(using).bulk_create(tasks, batch_size=batch_size)
+    for created in tasks:
+        created.created = True
+    if signals.task_enqueued.has_listeners(Task):
+        for created in tasks:
+            signals.send_on_commit(signals.task_enqueued, created)
+    return tasks
+
+
+def _split_call(call, number: int):
+    if isinstance(call, list | tuple):
+        if len(call) == 2 and isinstance(call[1], dict) and isinstance(call[0], list | tuple):
+            return tuple(call[0]), call[1]
+        return tuple(call), {}
+    raise TypeError(
+        f"calls[{number}] is {call!r}: pass a tuple of arguments, or (args, kwargs)."
     )
 
 
