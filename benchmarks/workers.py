@@ -268,8 +268,7 @@ def fill_finished(rows: int):
         cursor.execute(
             f"INSERT INTO jobs_task ({', '.join(columns)}) SELECT {select} "
             f"FROM jobs_task AS t, {series} WHERE t.id = %s",
-            [connection.ops.adapt_uuidfield_value(template.pk) if connection.vendor == "sqlite"
-             else template.pk],  # fmt: skip
+            [template.pk.hex if connection.vendor == "sqlite" else template.pk],
         )
         if connection.vendor == "postgresql":
             cursor.execute("VACUUM ANALYZE jobs_task")
@@ -329,12 +328,15 @@ class Report:
 
     def add(self, what, values, unit, target="", fmt="{:,.0f}"):
         median = statistics.median(values)
-        spread = f"{fmt.format(min(values))} – {fmt.format(max(values))}"
+        spread = f"{fmt.format(min(values))} .. {fmt.format(max(values))}"
         self.rows.append((what, fmt.format(median), spread, unit, target))
         print(f"{what:48} {fmt.format(median):>10} {spread:>22} {unit:8} {target}", flush=True)
 
     def markdown(self):
-        lines = ["| what | median | min – max | unit | target |", "| --- | ---: | ---: | --- | --- |"]
+        lines = [
+            "| what | median | min .. max | unit | target |",
+            "| --- | ---: | ---: | --- | --- |",
+        ]
         lines += [f"| {' | '.join(row)} |" for row in self.rows]
         return "\n".join(lines)
 
@@ -361,10 +363,18 @@ def main():
     report = Report()
     print(f"{vendor()}, {os.cpu_count()} cpus, {runs} runs, log level {args.log_level}\n")
     if "enqueue" in only:
-        report.add("enqueue one at a time (own transaction)",
-                   [enqueue_one(args.enqueue_one) for _ in range(runs)], "tasks/s", "≥ 2,500")
-        report.add("enqueue in bulk (enqueue_many)",
-                   [enqueue_bulk(args.enqueue_bulk) for _ in range(runs)], "tasks/s", "≥ 100,000")
+        report.add(
+            "enqueue one at a time (own transaction)",
+            [enqueue_one(args.enqueue_one) for _ in range(runs)],
+            "tasks/s",
+            "≥ 2,500",
+        )
+        report.add(
+            "enqueue in bulk (enqueue_many)",
+            [enqueue_bulk(args.enqueue_bulk) for _ in range(runs)],
+            "tasks/s",
+            "≥ 100,000",
+        )
     level = args.log_level
     memory = []
     if "drain" in only or "memory" in only:
@@ -376,33 +386,57 @@ def main():
                 memory = results
             if "drain" in only:
                 target = "≥ 10,000" if workers == 2 else ""
-                report.add(f"drain {args.drain:,} no-op tasks, {workers} worker(s) x "
-                           f"{args.concurrency}", [r["rate"] for r in results], "tasks/s", target)
+                report.add(
+                    f"drain {args.drain:,} no-op tasks, {workers} worker(s) x {args.concurrency}",
+                    [r["rate"] for r in results],
+                    "tasks/s",
+                    target,
+                )
     if memory and "memory" in only:
         mib = 2**20
-        report.add(f"memory, 1 worker x {args.concurrency}: peak PSS of all",
-                   [r["pss"] / mib for r in memory], "MiB", "< 70", "{:.1f}")
-        report.add(f"memory, 1 worker x {args.concurrency}: peak RSS of all",
-                   [r["rss"] / mib for r in memory], "MiB", "", "{:.1f}")
+        report.add(
+            f"memory, 1 worker x {args.concurrency}: peak PSS of all",
+            [r["pss"] / mib for r in memory],
+            "MiB",
+            "< 70",
+            "{:.1f}",
+        )
+        report.add(
+            f"memory, 1 worker x {args.concurrency}: peak RSS of all",
+            [r["rss"] / mib for r in memory],
+            "MiB",
+            "",
+            "{:.1f}",
+        )
     if "pickup" in only:
         results = [pickup(args.pickup, level) for _ in range(runs)]
-        report.add("pickup latency p50 (idle worker)", [r[0] for r in results], "ms", "≤ 3",
-                   "{:.1f}")
-        report.add("pickup latency p95 (idle worker)", [r[1] for r in results], "ms", "≤ 5",
-                   "{:.1f}")
+        report.add(
+            "pickup latency p50 (idle worker)", [r[0] for r in results], "ms", "≤ 3", "{:.1f}"
+        )
+        report.add(
+            "pickup latency p95 (idle worker)", [r[1] for r in results], "ms", "≤ 5", "{:.1f}"
+        )
     if "mixed" in only:
         results = [mixed(args.mixed, 2, 20, level) for _ in range(runs)]
-        report.add("mixed: 50 ms tasks, 2 workers x 20, share of ideal",
-                   [r["share"] * 100 for r in results], "%", "≥ 90", "{:.0f}")
+        report.add(
+            "mixed: 50 ms tasks, 2 workers x 20, share of ideal",
+            [r["share"] * 100 for r in results],
+            "%",
+            "≥ 90",
+            "{:.0f}",
+        )
     if "table" in only:
         for rows in (int(value) for value in args.rows.split(",")):
             result = table(rows, runs)
-            report.add(f"claim 100 tasks beside {rows:,} finished", result["claim"], "ms",
-                       "flat", "{:.1f}")
-            report.add(f"dashboard page, {rows:,} finished", result["dashboard"], "ms", "",
-                       "{:.0f}")
-            report.add(f"metrics.snapshot, {rows:,} finished", result["snapshot"], "ms", "",
-                       "{:.0f}")
+            report.add(
+                f"claim 100 tasks beside {rows:,} finished", result["claim"], "ms", "flat", "{:.1f}"
+            )
+            report.add(
+                f"dashboard page, {rows:,} finished", result["dashboard"], "ms", "", "{:.0f}"
+            )
+            report.add(
+                f"metrics.snapshot, {rows:,} finished", result["snapshot"], "ms", "", "{:.0f}"
+            )
         empty()
     print("\n" + report.markdown())
 

@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import wait
 
 from django.utils import timezone
@@ -76,6 +76,7 @@ class Worker:
         self._next_due = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
         self._paused = frozenset()  # queues of this worker paused, as last logged
+        self._successes: list[transitions.Success] = []  # reported by children, not recorded
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class Worker:
 
     def _loop(self):
         while True:
+            self._record_successes()
             if self._stop_requested:
                 if not self._busy() or self._stop_requested > 1:
                     return
@@ -126,6 +128,7 @@ class Worker:
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
+        self._record_successes()
         for child in self.children:
             if child.busy:
                 task = child.task
@@ -230,6 +233,14 @@ class Worker:
             self._lost(child)
             return
         message = json.loads(reply)
+        if "success" in message:
+            task, success = child.task, message["success"]
+            finished_at = datetime.fromtimestamp(success["finished_at"], UTC)
+            self._successes.append(
+                transitions.Success(
+                    task.pk, task.attempts, task.worker_id, success["result"], finished_at
+                )
+            )
         child.task = None
         child.tasks_done += 1
         if message.get("recycle"):
@@ -354,6 +365,26 @@ class Worker:
             on_fault=after_fault,
         )
 
+    def _record_successes(self):
+        """Record the successes children reported since the last round, in one statement.
+
+        Until it is written, such a task stays ``running`` under this worker's lease (renewed by
+        the heartbeat); if this worker dies first, the lease lapses and the task runs again.
+        """
+        if not self._successes:
+            return
+        successes = self._successes
+        try:
+            retry_on_database_error(
+                lambda: transitions.succeed_many(successes),
+                what=f"record {len(successes)} successes",
+                model=Task,
+            )
+        except Exception:
+            logger.exception("recording successes failed, will try again count=%d", len(successes))
+            return
+        self._successes = []
+
     def _register(self):
         hostname, pid, _ = self.worker_id.rsplit(":", 2)
         WorkerRecord.objects.create(
@@ -383,6 +414,7 @@ class Worker:
             # Only the leases of tasks a child really runs: a claim whose reply was lost to a
             # database fault leaves rows "running" here that no child has; those are handed back.
             running = [child.task.pk for child in self.children if child.busy]
+            running += [success.task_id for success in self._successes]
             mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
             mine.filter(pk__in=running).update(
                 lease_expires_at=now + timedelta(seconds=self.lease_seconds)
