@@ -17,6 +17,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from multiprocessing.connection import wait
 
+from django.db import router, transaction
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
@@ -105,8 +106,8 @@ class Worker:
 
     def _loop(self):
         while True:
-            self._record_successes()
             if self._stop_requested:
+                self._record_successes()
                 if not self._busy() or self._stop_requested > 1:
                     return
                 if time.monotonic() >= self._stop_deadline:
@@ -349,21 +350,36 @@ class Worker:
     # Database duties ---------------------------------------------------------------------------
 
     def _claim(self) -> list:
+        """Claim for the idle children; record reported successes in the same transaction.
+
+        One commit for both (a commit costs a disk flush on PostgreSQL): a fault rolls both back
+        and both are tried again, so a success is never recorded twice nor lost.
+        """
         free = len(self._idle())
         if free <= 0:
+            self._record_successes()
             return []
+        successes = self._successes
 
         def after_fault():
             self._next_heartbeat = 0.0  # a claim may have committed unseen: check at once
 
-        return retry_on_database_error(
-            lambda: claiming.claim(
+        def round_trip():
+            with transaction.atomic(using=router.db_for_write(Task)):
+                transitions.succeed_many(successes)
+                return claiming.claim(
+                    self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
+                )
+
+        if not successes:
+            round_trip = lambda: claiming.claim(  # noqa: E731
                 self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
-            ),
-            what="claim",
-            model=Task,
-            on_fault=after_fault,
+            )
+        claimed = retry_on_database_error(
+            round_trip, what="claim", model=Task, on_fault=after_fault
         )
+        self._successes = self._successes[len(successes) :]
+        return claimed
 
     def _record_successes(self):
         """Record the successes children reported since the last round, in one statement.
