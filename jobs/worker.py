@@ -1,34 +1,35 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
 The supervisor never runs task code. It claims as many due tasks as it has idle children, in one
-statement; hands each to a child; renews the leases of what its children run; kills a child
+statement; hands each to a child; records the successes children report, many per statement and
+in the same transaction as its next claim (failures and retries the child records itself); renews the leases of what its children run; kills a child
 whose task overruns its timeout, ignores a cancellation, or grows past the memory limit; replaces
 children that exit; and on SIGTERM/SIGINT stops claiming, lets running tasks finish within the
-grace period, then hands back the rest so another worker takes them at once.
+grace period, then hands back the rest so another worker takes them at once. The pool of
+children (spawning, dispatching, replies, losses, limits) is in ``jobs.pool``.
 """
 
-import json
 import logging
 import os
 import signal
 import socket
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
-from multiprocessing.connection import wait
+from datetime import timedelta
 
 from django.db import router, transaction
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, executor, maintenance, pausing, transitions
-from jobs.child import Child, start_child
+from jobs import claiming, maintenance, pausing, transitions
+from jobs.child import Child
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.exceptions import TaskTimeout, TransientError
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.notify import Listener
+from jobs.pool import ChildPool
 from jobs.states import Status
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class MemoryLimitExceeded(TransientError):
     """The child process running the task grew past the worker's memory limit."""
 
 
-class Worker:
+class Worker(ChildPool):
     def __init__(
         self,
         *,
@@ -171,104 +172,6 @@ class Worker:
 
     # Children ----------------------------------------------------------------------------------
 
-    def _spawn(self) -> Child:
-        inherited = [self._wakeup_read, self._wakeup_write]
-        inherited += [child.conn.fileno() for child in self.children if not child.conn.closed]
-        listen_fd = self.listener.fileno() if self.listener.connected else None
-        if listen_fd is not None:
-            inherited.append(listen_fd)
-        return start_child(
-            max_tasks=self.max_tasks_per_child,
-            max_memory=self.max_memory_bytes,
-            close_fds=inherited,
-        )
-
-    def _replace(self, child: Child):
-        self.children[self.children.index(child)] = self._spawn()
-
-    def _busy(self) -> int:
-        return sum(child.busy for child in self.children)
-
-    def _idle(self) -> list[Child]:
-        return [child for child in self.children if not child.busy]
-
-    def _dispatch(self, task: Task):
-        idle = self._idle()
-        if not idle:  # never expected: the claim asks for no more than the idle children
-            logger.error("claimed more than idle children, handing back task_id=%s", task.pk)
-            retry_on_database_error(lambda: transitions.release(task), what="release", model=Task)
-            return
-        child = idle[0]
-        try:
-            timeout = executor.resolve(task).timeout or jobs_settings.DEFAULT_TIMEOUT
-        except Exception:
-            timeout = jobs_settings.DEFAULT_TIMEOUT  # the child records why it cannot run
-        child.task = task
-        child.started = time.monotonic()
-        child.deadline = child.started + timeout
-        child.send(task)
-
-    def _wait(self, timeout: float):
-        sources = [self._wakeup_read]
-        listen_fd = self.listener.fileno()
-        if listen_fd is not None:
-            sources.append(listen_fd)
-        for child in self.children:
-            sources.extend([child.conn, child.process.sentinel])
-        ready = wait(sources, timeout)
-        if self._wakeup_read in ready:
-            os.read(self._wakeup_read, 64)
-        if listen_fd is not None and listen_fd in ready:
-            queues = self.listener.drain()
-            logger.debug("woken queues=%s", ",".join(sorted(queues)))
-        for child in list(self.children):
-            if child.conn in ready:
-                self._receive(child)
-            elif child.process.sentinel in ready:
-                self._lost(child)
-
-    def _receive(self, child: Child):
-        try:
-            reply = child.conn.recv_bytes()
-        except (EOFError, OSError):
-            self._lost(child)
-            return
-        message = json.loads(reply)
-        if "success" in message:
-            task, success = child.task, message["success"]
-            finished_at = datetime.fromtimestamp(success["finished_at"], UTC)
-            self._successes.append(
-                transitions.Success(
-                    task.pk, task.attempts, task.worker_id, success["result"], finished_at
-                )
-            )
-        child.task = None
-        child.tasks_done += 1
-        if message.get("recycle"):
-            child.process.join(5)
-            logger.info("child recycled pid=%s tasks=%d", child.pid, child.tasks_done)
-            self._replace(child)
-
-    def _lost(self, child: Child):
-        """A child exited: record the failure of its task (if it had one) and replace it."""
-        child.process.join(1)
-        task, reason = child.task, child.killed_for or "crash"
-        logger.warning(
-            "child exited pid=%s exitcode=%s reason=%s task_id=%s",
-            child.pid,
-            child.process.exitcode,
-            reason,
-            task.pk if task else "-",
-        )
-        if task is not None:
-            self._record_lost(task, self._lost_error(child, reason), child.started)
-            child.task = None
-        child.conn.close()
-        if self._stop_requested:
-            self.children.remove(child)  # no new children while shutting down
-        else:
-            self._replace(child)
-
     def _lost_error(self, child: Child, reason: str):
         """The error to record for a task whose child was killed or died; None for a cancel."""
         if reason == "cancel":
@@ -285,44 +188,6 @@ class Worker:
             "The task stopped unexpectedly.",
             detail=f"child process {child.pid} exited with code {child.process.exitcode}",
         )
-
-    def _record_lost(self, task: Task, exc, started: float):
-        def record():
-            current = Task.objects.get(pk=task.pk)
-            if (current.status, current.attempts, current.worker_id) != (
-                Status.RUNNING,
-                task.attempts,
-                task.worker_id,
-            ):
-                return False  # the child recorded its outcome before it went
-            if exc is None:
-                return transitions.cancel_running(current)
-            try:
-                runnable = executor.resolve(current)
-            except Exception:
-                runnable = None
-            outcome = executor.outcome_for_exception(current, exc, runnable)
-            outcome.duration = time.monotonic() - started
-            return executor.record(current, outcome)
-
-        retry_on_database_error(record, what=f"record_lost task_id={task.pk}", model=Task)
-
-    def _enforce_limits(self):
-        """Kill children whose task overran its timeout or whose memory grew past the limit."""
-        now = time.monotonic()
-        for child in list(self.children):
-            if not child.busy:
-                continue
-            if now >= child.deadline:
-                logger.warning("task timed out id=%s name=%s", child.task.pk, child.task.name)
-                self._kill_and_replace(child, "timeout")
-            elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
-                logger.warning("task over memory limit id=%s pid=%s", child.task.pk, child.pid)
-                self._kill_and_replace(child, "memory")
-
-    def _kill_and_replace(self, child: Child, reason: str):
-        child.kill(reason)
-        self._lost(child)
 
     def _wait_timeout(self) -> float:
         timeout = self.poll_interval
