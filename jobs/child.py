@@ -9,6 +9,7 @@ result of a success, which the supervisor records).
 
 import contextlib
 import datetime
+import gc
 import json
 import logging
 import multiprocessing
@@ -82,6 +83,9 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
     """
     # A connection shared across fork would be closed under the parent's feet by the child.
     connections.close_all()
+    # Move every object alive now out of the collector's reach: a child's collections would
+    # otherwise write to them and copy the pages it shares with the supervisor.
+    gc.freeze()
     parent_conn, child_conn = _fork.Pipe()
     process = _fork.Process(
         target=_child_main,
