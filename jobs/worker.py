@@ -2,11 +2,12 @@
 
 The supervisor never runs task code. It claims as many due tasks as it has idle children, in one
 statement; hands each to a child; records the successes children report, many per statement and
-in the same transaction as its next claim (failures and retries the child records itself); renews the leases of what its children run; kills a child
-whose task overruns its timeout, ignores a cancellation, or grows past the memory limit; replaces
-children that exit; and on SIGTERM/SIGINT stops claiming, lets running tasks finish within the
-grace period, then hands back the rest so another worker takes them at once. The pool of
-children (spawning, dispatching, replies, losses, limits) is in ``jobs.pool``.
+in the same transaction as its next claim (failures and retries the child records itself);
+renews the leases of what its children run; kills a child whose task overruns its timeout,
+ignores a cancellation, or grows past the memory limit; replaces children that exit; and on
+SIGTERM/SIGINT stops claiming, lets running tasks finish within the grace period, then hands
+back the rest so another worker takes them at once. The pool of children (spawning,
+dispatching, replies, losses, limits) is in ``jobs.pool``.
 """
 
 import logging
