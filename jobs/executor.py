@@ -120,12 +120,24 @@ def record(task: Task, outcome: Outcome) -> bool:
     )
 
 
+def _nothing_after_success(runnable: Runnable | None) -> bool:
+    """Whether a success may be recorded elsewhere: no hook or signal receiver waits for it here.
+
+    Receivers of ``task_succeeded``/``task_finished`` and Django Tasks' hook run where the
+    outcome is recorded; they stay in the child, under the task's timeout, rather than in the
+    supervisor, where a slow or hanging receiver would hold up every task of the worker.
+    """
+    if runnable is not None and runnable.on_finish:
+        return False
+    return not signals.has_listeners(SUCCEEDED)
+
+
 def run(task: Task, *, defer_success: bool = False) -> Outcome:
     """Execute and record one claimed task, with a log line at its start and its finish.
 
     With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
     caller records it (the worker's supervisor does, many in one statement). Failures, retries,
-    cancellations and tasks that need a hook after their record are always recorded here.
+    cancellations, and successes that a hook or signal receiver waits for, are recorded here.
     """
     logger.info(
         "task started name=%s id=%s attempt=%d/%d queue=%s",
@@ -142,7 +154,7 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
         runnable, outcome = None, outcome_for_exception(task, exc, None)
     else:
         outcome = execute(task, runnable)
-    if defer_success and outcome.kind == SUCCEEDED and not (runnable and runnable.on_finish):
+    if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
         outcome.deferred = recorded = True
     else:
         recorded = record(task, outcome)

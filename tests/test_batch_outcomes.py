@@ -95,17 +95,53 @@ def test_a_task_travels_to_a_child_unchanged():
         assert getattr(copy, field.attname) == getattr(task, field.attname), field.name
 
 
-def test_a_child_leaves_a_plain_success_to_the_supervisor():
-    from jobs import child
+@pytest.fixture
+def no_success_receivers():
+    """Disconnect the demo's task_finished receiver (the test settings include the demo)."""
+    from demo_project.demo.notifications import notify_owner
 
+    signals.task_finished.disconnect(dispatch_uid="demo-notify-owner")
+    yield
+    signals.task_finished.connect(notify_owner, dispatch_uid="demo-notify-owner")
+
+
+def running_add(a, b):
     task = TaskFactory(
-        name="tests.testapp.tasks.add", payload={"args": [2, 3], "kwargs": {}}, status="running",
+        name="tests.testapp.tasks.add", payload={"args": [a, b], "kwargs": {}}, status="running",
         attempts=1, worker_id="w",
     )  # fmt: skip
-    reply = child._run(encode_task(Task.objects.get(pk=task.pk)))
+    return Task.objects.get(pk=task.pk)
+
+
+def test_a_child_leaves_a_plain_success_to_the_supervisor(no_success_receivers):
+    from jobs import child
+
+    task = running_add(2, 3)
+    reply = child._run(encode_task(task))
     assert reply["outcome"] == SUCCEEDED
     assert reply["success"]["result"] == 5
     assert Task.objects.get(pk=task.pk).status == Status.RUNNING  # not recorded yet
+
+
+def test_a_child_records_a_success_a_receiver_waits_for(django_capture_on_commit_callbacks):
+    """Receivers run where the outcome is recorded: in the child, under the task's timeout."""
+    from jobs import child
+
+    task = running_add(2, 3)
+    received = []
+
+    def handler(sender, task, **kwargs):
+        received.append(task.pk)
+
+    signals.task_succeeded.connect(handler)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            reply = child._run(encode_task(task))
+    finally:
+        signals.task_succeeded.disconnect(handler)
+    assert "success" not in reply
+    assert Task.objects.get(pk=task.pk).status == Status.SUCCEEDED
+    assert received == [task.pk]
 
 
 @pytest.mark.django_db(transaction=True)
