@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "task": "jobs.registry",
     "enqueue": "jobs.registry",
+    "enqueue_many": "jobs.registry",
     "get_task": "jobs.registry",
     "Backoff": "jobs.retry",
     "TaskContext": "jobs.context",

@@ -3,11 +3,13 @@
 The supervisor forks a fixed pool of children; each runs one task at a time and records its
 outcome itself. A child that hangs, exits, dies by a signal or grows too large is killed and
 replaced without the supervisor or the other children noticing more than the lost slot.
-Messages on the pipe are JSON (no pickle): the task as Django serializes it, and a one-line
-reply.
+Messages on the pipe are JSON (no pickle): the task's columns, and a one-line reply (with the
+result of a success, which the supervisor records).
 """
 
 import contextlib
+import datetime
+import gc
 import json
 import logging
 import multiprocessing
@@ -15,10 +17,10 @@ import os
 import signal
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
-from django.core import serializers
-from django.db import connections
+from django.db import connections, models, router
 
 from jobs import executor
 from jobs.models import Task
@@ -51,8 +53,7 @@ class Child:
         return self.process.pid
 
     def send(self, task: Task):
-        payload = serializers.serialize("json", [task])
-        self.conn.send_bytes(payload.encode())
+        self.conn.send_bytes(encode_task(task))
 
     def kill(self, reason: str):
         self.killed_for = reason
@@ -82,6 +83,9 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
     """
     # A connection shared across fork would be closed under the parent's feet by the child.
     connections.close_all()
+    # Move every object alive now out of the collector's reach: a child's collections would
+    # otherwise write to them and copy the pages it shares with the supervisor.
+    gc.freeze()
     parent_conn, child_conn = _fork.Pipe()
     process = _fork.Process(
         target=_child_main,
@@ -123,11 +127,48 @@ def _child_main(conn, parent_pid, max_tasks, max_memory, close_fds):
         os._exit(0)  # skip inherited atexit handlers and finalizers of the parent's objects
 
 
+def encode_task(task: Task) -> bytes:
+    """The task row as JSON: every column by its attribute name (datetimes in ISO 8601)."""
+    return json.dumps(
+        {field.attname: getattr(task, field.attname) for field in Task._meta.concrete_fields},
+        default=_encode_value,
+    ).encode()
+
+
+def _encode_value(value):
+    # Full precision: DjangoJSONEncoder would cut datetimes to milliseconds.
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot send {type(value).__name__} to a child")
+
+
+def decode_task(message: bytes) -> Task:
+    """Rebuild the task ``encode_task`` sent, as a saved row (no query)."""
+    values = json.loads(message)
+    fields = Task._meta.concrete_fields
+    return Task.from_db(
+        router.db_for_write(Task),
+        [field.attname for field in fields],
+        [_to_python(field, values[field.attname]) for field in fields],
+    )
+
+
+def _to_python(field, value):
+    if value is None or isinstance(field, models.JSONField):
+        return value  # a JSON value is already what the field holds
+    return field.to_python(value)
+
+
 def _run(message: bytes) -> dict:
-    (obj,) = serializers.deserialize("json", message.decode())
-    task = obj.object
-    outcome = executor.run(task)
-    return {"task": str(task.pk), "outcome": outcome.kind}
+    task = decode_task(message)
+    outcome = executor.run(task, defer_success=True)
+    reply = {"task": str(task.pk), "outcome": outcome.kind}
+    if outcome.deferred:
+        # The supervisor records it, with the successes of other children, in one statement.
+        reply["success"] = {"result": outcome.result, "finished_at": time.time()}
+    return reply
 
 
 def _watch_parent(parent_pid):

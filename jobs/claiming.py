@@ -47,14 +47,14 @@ def _claim_sql(connection, queue_count: int) -> str:
             WITH picked AS MATERIALIZED ({pick} FOR UPDATE SKIP LOCKED)
             UPDATE {table} AS task SET {assignments}
             FROM picked WHERE task.id = picked.id
-            RETURNING task.id
+            RETURNING task.*
         """
     # SQLite runs the whole statement under its single writer lock: nothing to skip.
     return f"""
         WITH picked AS ({pick})
         UPDATE {table} SET {assignments}
         WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
-        RETURNING id
+        RETURNING *
     """
 
 
@@ -78,10 +78,8 @@ def claim(worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=
         adapt(lease_expires_at),
     ]
     sql = _claim_sql(connection, len(queues))
-    ids = _execute_with_retry(connection, sql, params)
-    if not ids:
-        return []
-    tasks = list(Task.objects.using(using).filter(pk__in=ids))
+    # One round trip: the claimed rows come back whole, through the model's converters.
+    tasks = _execute_with_retry(connection, sql, params, using=using)
     tasks.sort(key=lambda task: (-task.priority, task.run_after))
     return tasks
 
@@ -94,15 +92,13 @@ def next_due_at(*, queues=None):
     return waiting.order_by("run_after").values_list("run_after", flat=True).first()
 
 
-def _execute_with_retry(connection, sql, params, deadline_seconds=30.0):
+def _execute_with_retry(connection, sql, params, using, deadline_seconds=30.0):
     """Run the claim, waiting out SQLite's "database is locked" instead of failing on it."""
     deadline = time.monotonic() + deadline_seconds
     pause = 0.005
     while True:
         try:
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-                return [row[0] for row in cursor.fetchall()]
+            return list(Task.objects.using(using).raw(sql, params))
         except OperationalError as exc:
             locked = connection.vendor == "sqlite" and "locked" in str(exc)
             if not locked or time.monotonic() > deadline:

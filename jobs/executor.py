@@ -45,6 +45,7 @@ class Outcome:
     error: transitions.ErrorRecord | None = None
     retry_in: float = 0.0
     duration: float = 0.0
+    deferred: bool = False  # a success left for the caller to record
 
 
 def resolve(task: Task) -> Runnable:
@@ -119,8 +120,25 @@ def record(task: Task, outcome: Outcome) -> bool:
     )
 
 
-def run(task: Task) -> Outcome:
-    """Execute and record one claimed task, with a log line at its start and its finish."""
+def _nothing_after_success(runnable: Runnable | None) -> bool:
+    """Whether a success may be recorded elsewhere: no hook or signal receiver waits for it here.
+
+    Receivers of ``task_succeeded``/``task_finished`` and Django Tasks' hook run where the
+    outcome is recorded; they stay in the child, under the task's timeout, rather than in the
+    supervisor, where a slow or hanging receiver would hold up every task of the worker.
+    """
+    if runnable is not None and runnable.on_finish:
+        return False
+    return not signals.has_listeners(SUCCEEDED)
+
+
+def run(task: Task, *, defer_success: bool = False) -> Outcome:
+    """Execute and record one claimed task, with a log line at its start and its finish.
+
+    With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
+    caller records it (the worker's supervisor does, many in one statement). Failures, retries,
+    cancellations, and successes that a hook or signal receiver waits for, are recorded here.
+    """
     logger.info(
         "task started name=%s id=%s attempt=%d/%d queue=%s",
         task.name,
@@ -136,7 +154,10 @@ def run(task: Task) -> Outcome:
         runnable, outcome = None, outcome_for_exception(task, exc, None)
     else:
         outcome = execute(task, runnable)
-    recorded = record(task, outcome)
+    if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
+        outcome.deferred = recorded = True
+    else:
+        recorded = record(task, outcome)
     if outcome.error and outcome.kind == FAILED:
         level = logging.ERROR
     elif outcome.error:

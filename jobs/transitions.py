@@ -8,6 +8,7 @@ to another can never record an outcome over the newer attempt.
 """
 
 import enum
+import json
 import logging
 import traceback as _traceback
 from dataclasses import dataclass, field
@@ -109,6 +110,82 @@ def succeed(task: Task, result=None, *, now=None) -> bool:
     now = now or timezone.now()
     values = {"result": result, "finished_at": now, "lease_expires_at": None}
     return _apply_to_attempt(states.SUCCEED, task, values, now)
+
+
+@dataclass(frozen=True)
+class Success:
+    """A successful attempt waiting to be recorded: which attempt, its result, when it ended."""
+
+    task_id: object
+    attempts: int
+    worker_id: str
+    result: object
+    finished_at: object
+
+
+def succeed_many(successes: list[Success], *, now=None) -> set:
+    """Record many successful attempts in one statement; return the ids it applied to.
+
+    The same guard as ``succeed``, row by row: the task is still ``running`` in the attempt and
+    under the worker that claimed it. A success that is not recorded (a refused row, or a
+    worker gone before the write) leaves its task ``running`` under a lease, so it is rescued
+    and run again: at least once, never lost.
+    """
+    if not successes:
+        return set()
+    from django.db import connections, router
+
+    now = now or timezone.now()
+    connection = connections[router.db_for_write(Task)]
+    table = connection.ops.quote_name(Task._meta.db_table)
+    sources = ", ".join(f"'{status}'" for status in sorted(states.SUCCEED.sources))
+    adapt = connection.ops.adapt_datetimefield_value
+    applied = set()
+    for start in range(0, len(successes), 500):  # SQLite caps the parameters of a statement
+        chunk = successes[start : start + 500]
+        params = [states.SUCCEED.target, adapt(now)]
+        rows = []
+        for success in chunk:
+            result = None if success.result is None else json.dumps(success.result)
+            task_id = success.task_id
+            if connection.vendor != "postgresql":
+                task_id = task_id.hex
+            params += [task_id, success.attempts, success.worker_id, result]
+            params.append(adapt(success.finished_at))
+            if connection.vendor == "postgresql":
+                rows.append("(%s::uuid, %s::integer, %s, %s::jsonb, %s::timestamptz)")
+            else:
+                rows.append("(%s, %s, %s, %s, %s)")
+        sql = f"""
+            WITH v(id, attempts, worker_id, result, finished_at) AS (VALUES {", ".join(rows)})
+            UPDATE {table} SET status = %s, updated_at = %s, result = v.result,
+                finished_at = v.finished_at, lease_expires_at = NULL
+            FROM v
+            WHERE {table}.id = v.id AND {table}.attempts = v.attempts
+                AND {table}.worker_id = v.worker_id AND {table}.status IN ({sources})
+            RETURNING {table}.id
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params[2:], *params[:2]])
+            applied.update(_key(row[0]) for row in cursor.fetchall())
+    done = [success for success in successes if _key(success.task_id) in applied]
+    for success in successes:
+        if _key(success.task_id) not in applied:
+            logger.warning(
+                "transition refused transition=%s task_id=%s attempt=%s worker_id=%s",
+                states.SUCCEED.name,
+                success.task_id,
+                success.attempts,
+                success.worker_id,
+            )
+    if done and signals.has_listeners(states.SUCCEED.target):
+        for task in Task.objects.filter(pk__in=[success.task_id for success in done]):
+            signals.send_status(task)
+    return {success.task_id for success in done}
+
+
+def _key(task_id) -> str:
+    return str(task_id).replace("-", "")
 
 
 def fail(task: Task, error: ErrorRecord, *, now=None) -> bool:

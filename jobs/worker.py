@@ -1,13 +1,15 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
 The supervisor never runs task code. It claims as many due tasks as it has idle children, in one
-statement; hands each to a child; renews the leases of what its children run; kills a child
-whose task overruns its timeout, ignores a cancellation, or grows past the memory limit; replaces
-children that exit; and on SIGTERM/SIGINT stops claiming, lets running tasks finish within the
-grace period, then hands back the rest so another worker takes them at once.
+statement; hands each to a child; records the successes children report, many per statement and
+in the same transaction as its next claim (failures and retries the child records itself);
+renews the leases of what its children run; kills a child whose task overruns its timeout,
+ignores a cancellation, or grows past the memory limit; replaces children that exit; and on
+SIGTERM/SIGINT stops claiming, lets running tasks finish within the grace period, then hands
+back the rest so another worker takes them at once. The pool of children (spawning,
+dispatching, replies, losses, limits) is in ``jobs.pool``.
 """
 
-import json
 import logging
 import os
 import signal
@@ -15,19 +17,20 @@ import socket
 import time
 import uuid
 from datetime import timedelta
-from multiprocessing.connection import wait
 
+from django.db import router, transaction
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, executor, maintenance, pausing, transitions
-from jobs.child import Child, start_child
+from jobs import claiming, maintenance, pausing, transitions
+from jobs.child import Child
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.exceptions import TaskTimeout, TransientError
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.notify import Listener
+from jobs.pool import ChildPool
 from jobs.states import Status
 
 logger = logging.getLogger(__name__)
@@ -45,7 +48,7 @@ class MemoryLimitExceeded(TransientError):
     """The child process running the task grew past the worker's memory limit."""
 
 
-class Worker:
+class Worker(ChildPool):
     def __init__(
         self,
         *,
@@ -76,6 +79,7 @@ class Worker:
         self._next_due = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
         self._paused = frozenset()  # queues of this worker paused, as last logged
+        self._successes: list[transitions.Success] = []  # reported by children, not recorded
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -105,6 +109,7 @@ class Worker:
     def _loop(self):
         while True:
             if self._stop_requested:
+                self._record_successes()
                 if not self._busy() or self._stop_requested > 1:
                     return
                 if time.monotonic() >= self._stop_deadline:
@@ -126,6 +131,7 @@ class Worker:
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
+        self._record_successes()
         for child in self.children:
             if child.busy:
                 task = child.task
@@ -167,96 +173,6 @@ class Worker:
 
     # Children ----------------------------------------------------------------------------------
 
-    def _spawn(self) -> Child:
-        inherited = [self._wakeup_read, self._wakeup_write]
-        inherited += [child.conn.fileno() for child in self.children if not child.conn.closed]
-        listen_fd = self.listener.fileno() if self.listener.connected else None
-        if listen_fd is not None:
-            inherited.append(listen_fd)
-        return start_child(
-            max_tasks=self.max_tasks_per_child,
-            max_memory=self.max_memory_bytes,
-            close_fds=inherited,
-        )
-
-    def _replace(self, child: Child):
-        self.children[self.children.index(child)] = self._spawn()
-
-    def _busy(self) -> int:
-        return sum(child.busy for child in self.children)
-
-    def _idle(self) -> list[Child]:
-        return [child for child in self.children if not child.busy]
-
-    def _dispatch(self, task: Task):
-        idle = self._idle()
-        if not idle:  # never expected: the claim asks for no more than the idle children
-            logger.error("claimed more than idle children, handing back task_id=%s", task.pk)
-            retry_on_database_error(lambda: transitions.release(task), what="release", model=Task)
-            return
-        child = idle[0]
-        try:
-            timeout = executor.resolve(task).timeout or jobs_settings.DEFAULT_TIMEOUT
-        except Exception:
-            timeout = jobs_settings.DEFAULT_TIMEOUT  # the child records why it cannot run
-        child.task = task
-        child.started = time.monotonic()
-        child.deadline = child.started + timeout
-        child.send(task)
-
-    def _wait(self, timeout: float):
-        sources = [self._wakeup_read]
-        listen_fd = self.listener.fileno()
-        if listen_fd is not None:
-            sources.append(listen_fd)
-        for child in self.children:
-            sources.extend([child.conn, child.process.sentinel])
-        ready = wait(sources, timeout)
-        if self._wakeup_read in ready:
-            os.read(self._wakeup_read, 64)
-        if listen_fd is not None and listen_fd in ready:
-            queues = self.listener.drain()
-            logger.debug("woken queues=%s", ",".join(sorted(queues)))
-        for child in list(self.children):
-            if child.conn in ready:
-                self._receive(child)
-            elif child.process.sentinel in ready:
-                self._lost(child)
-
-    def _receive(self, child: Child):
-        try:
-            reply = child.conn.recv_bytes()
-        except (EOFError, OSError):
-            self._lost(child)
-            return
-        message = json.loads(reply)
-        child.task = None
-        child.tasks_done += 1
-        if message.get("recycle"):
-            child.process.join(5)
-            logger.info("child recycled pid=%s tasks=%d", child.pid, child.tasks_done)
-            self._replace(child)
-
-    def _lost(self, child: Child):
-        """A child exited: record the failure of its task (if it had one) and replace it."""
-        child.process.join(1)
-        task, reason = child.task, child.killed_for or "crash"
-        logger.warning(
-            "child exited pid=%s exitcode=%s reason=%s task_id=%s",
-            child.pid,
-            child.process.exitcode,
-            reason,
-            task.pk if task else "-",
-        )
-        if task is not None:
-            self._record_lost(task, self._lost_error(child, reason), child.started)
-            child.task = None
-        child.conn.close()
-        if self._stop_requested:
-            self.children.remove(child)  # no new children while shutting down
-        else:
-            self._replace(child)
-
     def _lost_error(self, child: Child, reason: str):
         """The error to record for a task whose child was killed or died; None for a cancel."""
         if reason == "cancel":
@@ -273,44 +189,6 @@ class Worker:
             "The task stopped unexpectedly.",
             detail=f"child process {child.pid} exited with code {child.process.exitcode}",
         )
-
-    def _record_lost(self, task: Task, exc, started: float):
-        def record():
-            current = Task.objects.get(pk=task.pk)
-            if (current.status, current.attempts, current.worker_id) != (
-                Status.RUNNING,
-                task.attempts,
-                task.worker_id,
-            ):
-                return False  # the child recorded its outcome before it went
-            if exc is None:
-                return transitions.cancel_running(current)
-            try:
-                runnable = executor.resolve(current)
-            except Exception:
-                runnable = None
-            outcome = executor.outcome_for_exception(current, exc, runnable)
-            outcome.duration = time.monotonic() - started
-            return executor.record(current, outcome)
-
-        retry_on_database_error(record, what=f"record_lost task_id={task.pk}", model=Task)
-
-    def _enforce_limits(self):
-        """Kill children whose task overran its timeout or whose memory grew past the limit."""
-        now = time.monotonic()
-        for child in list(self.children):
-            if not child.busy:
-                continue
-            if now >= child.deadline:
-                logger.warning("task timed out id=%s name=%s", child.task.pk, child.task.name)
-                self._kill_and_replace(child, "timeout")
-            elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
-                logger.warning("task over memory limit id=%s pid=%s", child.task.pk, child.pid)
-                self._kill_and_replace(child, "memory")
-
-    def _kill_and_replace(self, child: Child, reason: str):
-        child.kill(reason)
-        self._lost(child)
 
     def _wait_timeout(self) -> float:
         timeout = self.poll_interval
@@ -338,21 +216,56 @@ class Worker:
     # Database duties ---------------------------------------------------------------------------
 
     def _claim(self) -> list:
+        """Claim for the idle children; record reported successes in the same transaction.
+
+        One commit for both (a commit costs a disk flush on PostgreSQL): a fault rolls both back
+        and both are tried again, so a success is never recorded twice nor lost.
+        """
         free = len(self._idle())
         if free <= 0:
+            self._record_successes()
             return []
+        successes = self._successes
 
         def after_fault():
             self._next_heartbeat = 0.0  # a claim may have committed unseen: check at once
 
-        return retry_on_database_error(
-            lambda: claiming.claim(
+        def round_trip():
+            with transaction.atomic(using=router.db_for_write(Task)):
+                transitions.succeed_many(successes)
+                return claiming.claim(
+                    self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
+                )
+
+        if not successes:
+            round_trip = lambda: claiming.claim(  # noqa: E731
                 self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
-            ),
-            what="claim",
-            model=Task,
-            on_fault=after_fault,
+            )
+        claimed = retry_on_database_error(
+            round_trip, what="claim", model=Task, on_fault=after_fault
         )
+        self._successes = self._successes[len(successes) :]
+        return claimed
+
+    def _record_successes(self):
+        """Record the successes children reported since the last round, in one statement.
+
+        Until it is written, such a task stays ``running`` under this worker's lease (renewed by
+        the heartbeat); if this worker dies first, the lease lapses and the task runs again.
+        """
+        if not self._successes:
+            return
+        successes = self._successes
+        try:
+            retry_on_database_error(
+                lambda: transitions.succeed_many(successes),
+                what=f"record {len(successes)} successes",
+                model=Task,
+            )
+        except Exception:
+            logger.exception("recording successes failed, will try again count=%d", len(successes))
+            return
+        self._successes = []
 
     def _register(self):
         hostname, pid, _ = self.worker_id.rsplit(":", 2)
@@ -383,6 +296,7 @@ class Worker:
             # Only the leases of tasks a child really runs: a claim whose reply was lost to a
             # database fault leaves rows "running" here that no child has; those are handed back.
             running = [child.task.pk for child in self.children if child.busy]
+            running += [success.task_id for success in self._successes]
             mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
             mine.filter(pk__in=running).update(
                 lease_expires_at=now + timedelta(seconds=self.lease_seconds)

@@ -1,0 +1,69 @@
+"""Profile a worker draining no-op tasks: the supervisor and one child, with cProfile.
+
+    DATABASE_URL=postgres://root@127.0.0.1:5432/jobs_perf_bench \\
+        .venv/bin/python benchmarks/profile_worker.py --tasks 5000
+
+Runs one ``runworker --burst`` in this process (the supervisor under cProfile) after queueing
+``--tasks`` no-op tasks; each child profiles its own task handling and writes
+``var/profile-child-<pid>.prof`` every 200 tasks. Prints the top functions of both.
+"""
+
+import argparse
+import cProfile
+import glob
+import os
+import pstats
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    from benchmarks.workers import empty, setup_django
+
+    setup_django(os.environ["DATABASE_URL"])
+    from benchmarks.tasks import noop
+    from jobs import child
+    from jobs.worker import Worker
+
+    out = ROOT / "var"
+    for old in glob.glob(str(out / "profile-child-*.prof")):
+        os.unlink(old)
+    run = child._run
+    state = {"profile": None, "count": 0}
+
+    def profiled(message):
+        if state["profile"] is None:
+            state["profile"] = cProfile.Profile()
+        state["profile"].enable()
+        try:
+            return run(message)
+        finally:
+            state["profile"].disable()
+            state["count"] += 1
+            if state["count"] % 200 == 0:
+                state["profile"].dump_stats(out / f"profile-child-{os.getpid()}.prof")
+
+    child._run = profiled
+    empty()
+    noop.enqueue_many([(n,) for n in range(args.tasks)])
+    worker = Worker(queues=["bench"], concurrency=args.concurrency, burst=True)
+    profile = cProfile.Profile()
+    profile.runcall(worker.run)
+    print("== supervisor")
+    pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+    files = sorted(glob.glob(str(out / "profile-child-*.prof")))
+    if files:
+        print(f"== children ({len(files)} files)")
+        pstats.Stats(*files).sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()

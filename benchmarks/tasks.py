@@ -1,0 +1,23 @@
+"""The tasks the worker benchmark runs: one that does nothing, one that sleeps 50 ms.
+
+The demo's settings connect a ``task_finished`` receiver (notify the owner); the benchmark
+measures a product without one, so it is disconnected here (the worker imports this module):
+with a receiver, each success is recorded by its child, one statement per task.
+"""
+
+import time
+
+from jobs import task
+from jobs.signals import task_finished
+
+task_finished.disconnect(dispatch_uid="demo-notify-owner")
+
+
+@task(queue="bench", max_attempts=1)
+def noop(n=0):
+    return None
+
+
+@task(queue="bench", max_attempts=1)
+def sleep50(n=0):
+    time.sleep(0.05)

@@ -1,0 +1,100 @@
+"""Bulk enqueue: jobs.enqueue_many and TaskDefinition.enqueue_many."""
+
+import pytest
+from django.db import transaction
+
+import jobs
+from jobs import signals
+from jobs.exceptions import PayloadError
+from jobs.models import Task
+from jobs.states import Status
+from tests.factories import UserFactory
+from tests.testapp.tasks import add
+
+pytestmark = pytest.mark.django_db
+
+
+def test_enqueue_many_records_one_pending_task_per_call():
+    ids = add.enqueue_many([(1, 2), (3, 4), ([5], {"b": 6})])
+    tasks = {task.pk: task for task in Task.objects.filter(pk__in=ids)}
+    assert [tasks[pk].payload for pk in ids] == [
+        {"args": [1, 2], "kwargs": {}},
+        {"args": [3, 4], "kwargs": {}},
+        {"args": [5], "kwargs": {"b": 6}},
+    ]
+    for task in tasks.values():
+        assert task.status == Status.PENDING
+        assert task.name == "tests.testapp.tasks.add"
+        assert task.attempts == 0
+        assert task.result_public is False
+
+
+def test_enqueue_many_takes_the_options_of_using_and_by_name():
+    owner = UserFactory()
+    ids = add.using(
+        queue="bulk", priority=7, owner=owner, summary="s", max_attempts=9
+    ).enqueue_many([(1, 1)])
+    task = Task.objects.get(pk=ids[0])
+    assert (task.queue, task.priority, task.owner, task.summary, task.max_attempts) == (
+        "bulk", 7, owner, "s", 9
+    )  # fmt: skip
+    ids = jobs.enqueue_many("tests.testapp.tasks.add", [(1, 1)], delay=60)
+    task = Task.objects.get(pk=ids[0])
+    assert task.run_after > task.created_at
+
+
+def test_one_bad_payload_refuses_them_all():
+    with pytest.raises(PayloadError, match=r"calls\[1\] args"):
+        add.enqueue_many([(1, 2), (object(), 2)])
+    with pytest.raises(PayloadError):
+        add.enqueue_many([(1, 2), (float("nan"), 2)])
+    assert not Task.objects.exists()
+
+
+def test_enqueue_many_refuses_what_is_not_a_call_or_a_key():
+    with pytest.raises(TypeError, match=r"calls\[0\]"):
+        add.enqueue_many([1])
+    with pytest.raises(ValueError, match="idempotency_key"):
+        add.using(idempotency_key="k").enqueue_many([(1, 2)])
+
+
+def test_enqueue_many_joins_the_callers_transaction():
+    def request():
+        with transaction.atomic():
+            add.enqueue_many([(1, 2)] * 10)
+            raise RuntimeError("the request fails after enqueueing")
+
+    with pytest.raises(RuntimeError):
+        request()
+    assert not Task.objects.exists()
+
+
+def test_enqueue_many_writes_in_batches():
+    ids = add.enqueue_many([(n, n) for n in range(25)], batch_size=10)
+    assert Task.objects.filter(pk__in=ids).count() == 25
+
+
+def test_enqueue_many_sends_task_enqueued_per_task(django_capture_on_commit_callbacks):
+    received = []
+
+    def handler(sender, task, **kwargs):
+        received.append(task.pk)
+
+    signals.task_enqueued.connect(handler)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            ids = add.enqueue_many([(1, 2), (3, 4)])
+    finally:
+        signals.task_enqueued.disconnect(handler)
+    assert sorted(received) == sorted(ids)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.process
+def test_enqueued_in_bulk_runs(runworker):
+    ids = add.enqueue_many([(n, 1) for n in range(10)])
+    done = runworker("--burst", "--concurrency", "2")
+    assert done.returncode == 0, done.stderr
+    for task in Task.objects.filter(pk__in=ids):
+        assert task.status == Status.SUCCEEDED
+        assert task.result == task.args[0] + 1
