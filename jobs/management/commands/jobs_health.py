@@ -4,7 +4,6 @@ For cron, systemd (``ExecStartPre``/timers) and Kubernetes exec probes. Exit 2 m
 could not run at all (the database is unreachable), which a probe should treat as a failure too.
 """
 
-import argparse
 import json
 import sys
 
@@ -12,21 +11,10 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
 from jobs import health
+from jobs.management.argtypes import number
 
 OK, UNHEALTHY, UNKNOWN = 0, 1, 2
-
-
-def positive(kind):
-    def parse(value):
-        try:
-            number = kind(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-        if number < 0:
-            raise argparse.ArgumentTypeError(f"{value!r} must not be negative")
-        return number
-
-    return parse
+NON_NEGATIVE = number(float, at_least=0)
 
 
 class Command(BaseCommand):
@@ -37,11 +25,11 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("--max-wait", type=positive(float), metavar="SECONDS")
-        parser.add_argument("--max-failure-rate", type=positive(float), metavar="FRACTION")
-        parser.add_argument("--window", type=positive(float), metavar="SECONDS")
-        parser.add_argument("--min-tasks", type=positive(int), metavar="N")
-        parser.add_argument("--heartbeat", type=positive(float), metavar="SECONDS")
+        parser.add_argument("--max-wait", type=NON_NEGATIVE, metavar="SECONDS")
+        parser.add_argument("--max-failure-rate", type=NON_NEGATIVE, metavar="FRACTION")
+        parser.add_argument("--window", type=NON_NEGATIVE, metavar="SECONDS")
+        parser.add_argument("--min-tasks", type=number(int, at_least=0), metavar="N")
+        parser.add_argument("--heartbeat", type=NON_NEGATIVE, metavar="SECONDS")
         parser.add_argument(
             "--queue", action="append", default=[], help="Only judge this queue. Repeatable."
         )

@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs import pruning
+from jobs.management.argtypes import positive_int
 
 
 def keep_option(value: str):
@@ -48,14 +49,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--batch-size",
-            type=int,
+            type=positive_int,
             default=None,
             help="Rows per DELETE (default JOBS_PRUNE_BATCH_SIZE).",
         )
 
     def handle(self, *args, dry_run=False, keep=(), batch_size=None, **options):
-        if batch_size is not None and batch_size < 1:
-            raise CommandError("--batch-size must be at least 1.")
         overrides = dict(keep_option(value) for value in keep)
         try:
             report = pruning.prune(overrides=overrides, batch_size=batch_size, dry_run=dry_run)

@@ -3,9 +3,10 @@
 import json
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from jobs import metrics
+from jobs.management.argtypes import positive_seconds
 from jobs.metrics import STATUSES
 
 COLUMNS = [
@@ -61,15 +62,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
         parser.add_argument(
             "--window",
-            type=float,
+            type=positive_seconds,
             default=None,
             metavar="SECONDS",
             help="Window of the failure rate (default JOBS_METRICS_WINDOW_SECONDS).",
         )
 
     def handle(self, *args, window=None, **options):
-        if window is not None and window <= 0:
-            raise CommandError("--window must be a number of seconds above 0.")
         snapshot = metrics.snapshot(window=None if window is None else timedelta(seconds=window))
         table = rows(snapshot)
         if options["json"]:

@@ -3,37 +3,8 @@ import logging
 
 from django.core.management.base import BaseCommand
 
+from jobs.management.argtypes import non_negative_seconds, positive_int, positive_seconds
 from jobs.worker import Worker
-
-
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {value}")
-    return value
-
-
-def non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def queue_list(text):
@@ -66,14 +37,14 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--poll-interval",
-            type=positive_float,
+            type=positive_seconds,
             default=None,
             help="Seconds between looks for due tasks when idle (default: JOBS_POLL_INTERVAL).",
         )
 
         parser.add_argument(
             "--grace",
-            type=non_negative_float,
+            type=non_negative_seconds,
             default=None,
             help="Seconds running tasks get to finish after SIGTERM/SIGINT before they are "
             "stopped and handed back (default: JOBS_SHUTDOWN_GRACE).",
