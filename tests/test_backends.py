@@ -1,19 +1,14 @@
 import pytest
 from django.utils import timezone
 
-from jobs import claiming, executor
+from jobs import claiming
 from jobs.backends import STATUS_MAP, TaskResultDoesNotExist, TaskResultStatus
 from jobs.models import Task
 from jobs.states import Status
+from tests.helpers import run_next
 from tests.testapp import django_tasks
 
 pytestmark = pytest.mark.django_db
-
-
-def run_next():
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    return task
 
 
 def test_django_task_is_stored_in_the_jobs_table():

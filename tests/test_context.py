@@ -5,12 +5,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobs import claiming, executor, task
+from jobs import task
 from jobs.context import TaskContext
 from jobs.exceptions import PayloadError, TaskCancelled
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import TaskFactory
+from tests.helpers import run_next
 from tests.testapp.models import SideEffect
 
 pytestmark = pytest.mark.django_db
@@ -52,13 +53,6 @@ def progress_updates(queries):
         for q in queries
         if q["sql"].startswith("UPDATE") and "progress_current" in q["sql"]
     ]
-
-
-def run_next():
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    task.refresh_from_db()
-    return task
 
 
 def test_a_tight_loop_of_reports_costs_at_most_four_writes_a_second():

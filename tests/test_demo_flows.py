@@ -13,6 +13,7 @@ from jobs.effects import is_done
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import MemberFactory, TaskFactory, UserFactory
+from tests.helpers import run_next
 
 pytestmark = pytest.mark.django_db
 
@@ -21,13 +22,6 @@ pytestmark = pytest.mark.django_db
 def _no_pauses(settings):
     settings.DEMO_IMPORT_CHUNK_SECONDS = 0
     settings.DEMO_REPORT_SECTION_SECONDS = 0
-
-
-def run_next():
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    task.refresh_from_db()
-    return task
 
 
 @pytest.fixture

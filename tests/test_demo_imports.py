@@ -9,11 +9,12 @@ from django.utils import timezone
 from demo_project.demo import imports
 from demo_project.demo import tasks as demo_tasks
 from demo_project.demo.models import Contact, Notification
-from jobs import PermanentError, claiming, executor
+from jobs import PermanentError
 from jobs.context import TaskContext
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import MemberFactory, UploadFactory
+from tests.helpers import run_next
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64)
 
@@ -23,13 +24,6 @@ def contacts_csv(rows=1000, broken=()):
     lines = ["email,name", *broken]
     lines += [f"person{i}@example.com,Person {i}" for i in range(rows)]
     return ("\n".join(lines) + "\n").encode()
-
-
-def run_next():
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    task.refresh_from_db()
-    return task
 
 
 @pytest.fixture(autouse=True)

@@ -6,18 +6,11 @@ from jobs.models import Task
 from jobs.retry import GENERIC_FAILURE_MESSAGE
 from jobs.states import Status
 from tests.factories import TaskFactory
+from tests.helpers import run_next
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
 
 pytestmark = pytest.mark.django_db
-
-
-def run_next():
-    """Claim the next due task, as a worker would, and run it here."""
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    task.refresh_from_db()
-    return task
 
 
 def make_due(task):

@@ -2,9 +2,10 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import claiming, executor, signals, transitions
+from jobs import signals, transitions
 from jobs.models import Task
 from tests.factories import TaskFactory
+from tests.helpers import run_next
 from tests.testapp import tasks
 
 # Signals are sent on commit: these tests commit for real.
@@ -36,12 +37,6 @@ def received():
     yield seen
     for name, handler in handlers.items():
         getattr(signals, name).disconnect(handler)
-
-
-def run_next():
-    (task,) = claiming.claim("w", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    return task
 
 
 def test_life_of_a_successful_task(received):

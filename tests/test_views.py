@@ -9,11 +9,11 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs import claiming, executor
 from jobs.models import Task
 from jobs.retry import GENERIC_FAILURE_MESSAGE
 from jobs.states import Status
 from tests.factories import TaskFactory, UserFactory
+from tests.helpers import run_next
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db
@@ -25,13 +25,6 @@ def status_url(task_or_id):
 
 def action_url(task):
     return reverse("jobs:task-action", args=[task.pk])
-
-
-def run_next():
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
-    executor.run(task)
-    task.refresh_from_db()
-    return task
 
 
 @pytest.fixture
