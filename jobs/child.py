@@ -95,6 +95,9 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
         name="jobs-child",
     )
     process.start()
+    # The child keeps its frozen copy; the supervisor must not, or cyclic garbage alive at a
+    # fork would never be collected (a leak growing with every replaced child).
+    gc.unfreeze()
     child_conn.close()
     return Child(process=process, conn=parent_conn)
 
