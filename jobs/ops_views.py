@@ -1,8 +1,9 @@
 """Endpoints for operators' tools: a health probe and the Prometheus metrics.
 
-``health`` is open, as probes send no credentials, and says no more than the health command
-prints. ``metrics`` is for staff, or for a scraper that sends ``Authorization: Bearer <token>``
-matching ``JOBS_METRICS_TOKEN``.
+``health`` is open, as probes send no credentials: to them it answers with its status code and
+``{"status": ...}`` only; staff and holders of the bearer token also get the reasons (queue names
+and ages are the operator's business, not the public's). ``metrics`` is for staff, or for a
+scraper that sends ``Authorization: Bearer <token>`` matching ``JOBS_METRICS_TOKEN``.
 """
 
 import hmac
@@ -20,15 +21,24 @@ from jobs.conf import jobs_settings
 @never_cache
 @require_safe
 def health_view(request):
-    """Answer 200 when healthy, 503 with the reason when not (or when the database is down)."""
+    """Answer 200 when healthy, 503 when not (or when the database is down); reasons to staff."""
     try:
         verdict = health.check()
     except DatabaseError:
-        return JsonResponse(
-            {"status": "unknown", "reason": "UNKNOWN: database unreachable", "problems": []},
-            status=503,
-        )
-    return JsonResponse(verdict.as_dict(), status=200 if verdict.ok else 503)
+        body = {"status": "unknown", "reason": "UNKNOWN: database unreachable", "problems": []}
+        status = 503
+    else:
+        body, status = verdict.as_dict(), 200 if verdict.ok else 503
+    if not is_operator(request):
+        body = {"status": body["status"]}
+    return JsonResponse(body, status=status)
+
+
+def is_operator(request) -> bool:
+    """Whether the request comes from staff or carries the metrics bearer token."""
+    user = getattr(request, "user", None)
+    staff = user is not None and user.is_active and user.is_staff
+    return staff or bearer_token_matches(request)
 
 
 def bearer_token_matches(request) -> bool:
@@ -47,10 +57,7 @@ def bearer_token_matches(request) -> bool:
 @require_safe
 def metrics_view(request):
     """Return the metrics to staff or to a holder of the bearer token; 401/403 to others."""
-    user = getattr(request, "user", None)
-    if not (
-        bearer_token_matches(request) or (user is not None and user.is_active and user.is_staff)
-    ):
+    if not is_operator(request):
         response = HttpResponse("Staff login or a bearer token is required.\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="jobs metrics"'
         return response

@@ -145,14 +145,32 @@ def test_endpoint_says_200_when_healthy(client, worker):
     assert response.json()["status"] == "ok"
 
 
-def test_endpoint_says_503_with_the_same_reason_when_not(client, now):
+def test_endpoint_says_503_with_the_same_reason_to_staff_when_not(client, now):
     waiting_since(4000, now)
+    client.force_login(UserFactory(is_staff=True))
     response = client.get("/jobs/ops/health")
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "unhealthy"
     assert body["reason"] == health.check().reason
     assert {p["check"] for p in body["problems"]} == {"waiting", "workers"}
+
+
+def test_anonymous_probes_get_the_status_but_not_the_reasons(client, now):
+    waiting_since(4000, now)
+    response = client.get("/jobs/ops/health")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy"}
+
+
+def test_the_metrics_token_also_shows_the_reasons(client, settings, now):
+    settings.JOBS_METRICS_TOKEN = "a-long-enough-secret-token-for-tests"
+    waiting_since(4000, now)
+    response = client.get(
+        "/jobs/ops/health", headers={"Authorization": f"Bearer {settings.JOBS_METRICS_TOKEN}"}
+    )
+    assert response.status_code == 503
+    assert "reason" in response.json()
 
 
 def test_endpoint_needs_no_login_and_is_not_cached(client, worker):
