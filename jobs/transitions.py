@@ -18,6 +18,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import signals, states
+from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
 
@@ -33,6 +34,8 @@ class ErrorRecord:
     message: str
     traceback: str = ""
     transient: bool = False
+    # The task said the input is wrong (PermanentError): retrying it unchanged cannot help.
+    permanent: bool = False
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -44,6 +47,7 @@ class ErrorRecord:
             message=str(exc),
             traceback="".join(_traceback.format_exception(exc)),
             transient=transient,
+            permanent=isinstance(exc, PermanentError),
         )
 
     def as_entry(self, task: Task, now) -> dict:
@@ -56,6 +60,7 @@ class ErrorRecord:
             "traceback": self.traceback,
             "user_message": self.user_message,
             "transient": self.transient,
+            "permanent": self.permanent,
             **self.extra,
         }
 
@@ -143,7 +148,7 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     applied = set()
     for start in range(0, len(successes), 500):  # SQLite caps the parameters of a statement
         chunk = successes[start : start + 500]
-        params = [states.SUCCEED.target, adapt(now)]
+        params = []  # the VALUES rows first, in the order the statement reads them
         rows = []
         for success in chunk:
             result = None if success.result is None else json.dumps(success.result)
@@ -166,7 +171,7 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
             RETURNING {table}.id
         """
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*params[2:], *params[:2]])
+            cursor.execute(sql, [*params, states.SUCCEED.target, adapt(now)])
             applied.update(_key(row[0]) for row in cursor.fetchall())
     done = [success for success in successes if _key(success.task_id) in applied]
     for success in successes:

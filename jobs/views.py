@@ -13,13 +13,11 @@ from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import transitions
-from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import TERMINAL, Status
 
@@ -43,14 +41,7 @@ def visible_task(user, task_id) -> Task:
 
 def _failed_for_good(task: Task) -> bool:
     """Tell whether the last failure was a PermanentError: input that a retry cannot fix."""
-    if not task.error_details:
-        return False
-    name = task.error_details[-1].get("exception", "")
-    try:
-        exc_type = import_string(name)
-    except ImportError:
-        return False
-    return isinstance(exc_type, type) and issubclass(exc_type, PermanentError)
+    return bool(task.error_details) and bool(task.error_details[-1].get("permanent"))
 
 
 def may_retry(task: Task, user) -> bool:

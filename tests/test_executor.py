@@ -64,6 +64,7 @@ def test_permanent_error_fails_at_once_with_the_user_message_kept_apart():
     assert entry["message"] == "got image/png"
     assert "Traceback" in entry["traceback"]
     assert entry["transient"] is False
+    assert entry["permanent"] is True  # the owner is not offered a retry of the same input
 
 
 def test_unexpected_errors_fail_at_once_with_a_generic_message_and_full_detail():
@@ -74,6 +75,7 @@ def test_unexpected_errors_fail_at_once_with_a_generic_message_and_full_detail()
     assert task.last_error == GENERIC_FAILURE_MESSAGE
     assert "missing" not in task.last_error
     assert task.error_details[0]["exception"] == "builtins.KeyError"
+    assert task.error_details[0]["permanent"] is False  # a bug: the owner may retry
     assert 'return {}["missing"]' in task.error_details[0]["traceback"]
 
 
