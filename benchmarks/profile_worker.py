@@ -4,8 +4,8 @@
         .venv/bin/python benchmarks/profile_worker.py --tasks 5000
 
 Runs one ``runworker --burst`` in this process (the supervisor under cProfile) after queueing
-``--tasks`` no-op tasks; each child profiles its own task handling and writes
-``var/profile-child-<pid>.prof`` every 200 tasks. Prints the top functions of both.
+``--tasks`` no-op tasks; each child profiles its own batches and writes
+``var/profile-child-<pid>.prof`` after each batch. Prints the top functions of both.
 """
 
 import argparse
@@ -36,22 +36,20 @@ def main():
     out = ROOT / "var"
     for old in glob.glob(str(out / "profile-child-*.prof")):
         os.unlink(old)
-    run = child._run
-    state = {"profile": None, "count": 0}
+    run = child._BatchRunner.run
+    state = {"profile": None}
 
-    def profiled(message):
+    def profiled(runner, message):
         if state["profile"] is None:
             state["profile"] = cProfile.Profile()
         state["profile"].enable()
         try:
-            return run(message)
+            return run(runner, message)
         finally:
             state["profile"].disable()
-            state["count"] += 1
-            if state["count"] % 200 == 0:
-                state["profile"].dump_stats(out / f"profile-child-{os.getpid()}.prof")
+            state["profile"].dump_stats(out / f"profile-child-{os.getpid()}.prof")
 
-    child._run = profiled
+    child._BatchRunner.run = profiled
     empty()
     noop.enqueue_many([(n,) for n in range(args.tasks)])
     worker = Worker(queues=["bench"], concurrency=args.concurrency, burst=True)

@@ -15,6 +15,7 @@ def check_settings(app_configs, **kwargs):
         "MAX_PAYLOAD_BYTES",
         "DEFAULT_MAX_ATTEMPTS",
         "CONCURRENCY",
+        "BATCH_SIZE",
         "PRUNE_BATCH_SIZE",
         "PRUNE_MAX_BATCHES",
     )
@@ -27,7 +28,8 @@ def check_settings(app_configs, **kwargs):
                     id="jobs.E001",
                 )
             )
-    for name in ("LEASE_SECONDS", "POLL_INTERVAL", "DEFAULT_TIMEOUT", "BACKOFF_BASE"):
+    seconds = ("LEASE_SECONDS", "POLL_INTERVAL", "DEFAULT_TIMEOUT", "BACKOFF_BASE", "BATCH_SECONDS")
+    for name in seconds:
         value = getattr(jobs_settings, name)
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             errors.append(

@@ -22,6 +22,11 @@ DEFAULTS = {
     "LEASE_SECONDS": 60.0,
     "POLL_INTERVAL": 1.0,
     "CONCURRENCY": 4,
+    # Quick tasks go to a child in batches: at most BATCH_SIZE tasks, and no task of a batch
+    # starts once the batch has run BATCH_SECONDS (the rest go back to the worker for another
+    # child). Slow tasks go one at a time.
+    "BATCH_SIZE": 100,
+    "BATCH_SECONDS": 0.02,
     # Seconds running tasks get to finish after SIGTERM before they are stopped and handed back.
     "SHUTDOWN_GRACE": 30.0,
     # Seconds a running task may ignore a cancellation before its process is stopped.

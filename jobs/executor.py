@@ -55,7 +55,16 @@ def resolve(task: Task) -> Runnable:
 
         return runnable_for(task)
     definition = get_task(task.name)
+    cached = _runnables.get(task.name)
+    if cached is None or cached[0] is not definition:  # first use, or the task was redefined
+        cached = _runnables[task.name] = (definition, _runnable_of(definition))
+    return cached[1]
 
+
+_runnables = {}  # name -> (TaskDefinition, Runnable): a worker resolves every task it runs
+
+
+def _runnable_of(definition) -> Runnable:
     def call(task):
         args, kwargs = task.args, task.kwargs
         if definition.takes_context:
@@ -68,6 +77,13 @@ def resolve(task: Task) -> Runnable:
         transient=definition.transient,
         timeout=definition.timeout,
     )
+
+
+def timeout_for(name: str, backend: str = "") -> float | None:
+    """The timeout of the task registered as ``name`` (None: the worker's default applies)."""
+    if backend:
+        return None  # Django Tasks have no timeout of their own
+    return get_task(name).timeout
 
 
 def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
@@ -139,7 +155,9 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
     caller records it (the worker's supervisor does, many in one statement). Failures, retries,
     cancellations, and successes that a hook or signal receiver waits for, are recorded here.
     """
-    logger.info(
+    # DEBUG: the finish line says all this again, with the outcome; one line per task is what
+    # a busy worker can afford to write.
+    logger.debug(
         "task started name=%s id=%s attempt=%d/%d queue=%s",
         task.name,
         task.pk,

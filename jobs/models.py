@@ -108,6 +108,12 @@ class Task(models.Model):
                 name="jobs_task_claimable_idx",
                 condition=Q(status__in=CLAIMABLE_STATUSES),
             ),
+            # The claim of a worker serving one queue: its due tasks in claim order.
+            models.Index(
+                fields=["queue", "-priority", "run_after"],
+                name="jobs_task_queue_claimable_idx",
+                condition=Q(status__in=CLAIMABLE_STATUSES),
+            ),
             # Rescue of tasks whose worker died.
             models.Index(
                 fields=["lease_expires_at"],

@@ -18,6 +18,7 @@ from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.models import Task
 from jobs.states import Status
+from jobs.wire import Claimed
 
 logger = logging.getLogger("jobs.worker")  # the same logger name as before the split
 
@@ -38,6 +39,8 @@ class ChildPool:
         )
 
     def _replace(self, child: Child):
+        child.conn.close()
+        child.slot.close()
         self.children[self.children.index(child)] = self._spawn()
 
     def _busy(self) -> int:
@@ -46,21 +49,50 @@ class ChildPool:
     def _idle(self) -> list[Child]:
         return [child for child in self.children if not child.busy]
 
-    def _dispatch(self, task: Task):
-        idle = self._idle()
-        if not idle:  # never expected: the claim asks for no more than the idle children
-            logger.error("claimed more than idle children, handing back task_id=%s", task.pk)
-            retry_on_database_error(lambda: transitions.release(task), what="release", model=Task)
+    def _in_hand(self) -> list[Claimed]:
+        """Every claimed task this worker holds and has not reported on: its leases to renew."""
+        held = list(self._ready)
+        for child in self.children:
+            held.extend(child.batch.values())
+        return held
+
+    # Dispatching -------------------------------------------------------------------------------
+
+    def _batch_size(self) -> int:
+        """How many tasks a child gets at once: as many as fit the batch's time budget.
+
+        Judged by how long recent tasks took; one at a time until the first reports come in,
+        so a worker of slow tasks never holds more than it runs.
+        """
+        if self._task_seconds is None:
+            return 1
+        fits = int(self.batch_seconds / max(self._task_seconds, 1e-6))
+        return max(1, min(self.batch_size, fits))
+
+    def _dispatch_ready(self):
+        """Send claimed tasks waiting here to idle children, a batch to each."""
+        if not self._ready:
             return
-        child = idle[0]
-        try:
-            timeout = executor.resolve(task).timeout or jobs_settings.DEFAULT_TIMEOUT
-        except Exception:
-            timeout = jobs_settings.DEFAULT_TIMEOUT  # the child records why it cannot run
-        child.task = task
-        child.started = time.monotonic()
-        child.deadline = child.started + timeout
-        child.send(task)
+        size = self._batch_size()
+        for child in self._idle():
+            if not self._ready:
+                break
+            batch = [self._ready.popleft() for _ in range(min(size, len(self._ready)))]
+            self._batch_number += 1
+            child.send(self._batch_number, batch, [self._timeout(c) for c in batch],
+                       self.batch_seconds)  # fmt: skip
+
+    def _timeout(self, claimed: Claimed) -> float:
+        key = (claimed.name, claimed.backend)
+        if key not in self._timeouts:
+            try:
+                timeout = executor.timeout_for(claimed.name, claimed.backend)
+            except Exception:
+                timeout = None  # the child records why it cannot run
+            self._timeouts[key] = timeout or jobs_settings.DEFAULT_TIMEOUT
+        return self._timeouts[key]
+
+    # Replies -----------------------------------------------------------------------------------
 
     def _wait(self, timeout: float):
         sources = [self._wakeup_read]
@@ -82,54 +114,96 @@ class ChildPool:
                 self._lost(child)
 
     def _receive(self, child: Child):
-        try:
-            reply = child.conn.recv_bytes()
-        except (EOFError, OSError):
-            self._lost(child)
+        while True:  # every reply waiting, so a child's final one is never left for later
+            try:
+                reply = json.loads(child.conn.recv_bytes())
+            except (EOFError, OSError):
+                self._lost(child)
+                return
+            self._take_reply(child, reply)
+            if child.conn.closed or not child.conn.poll():
+                return
+
+    def _take_reply(self, child: Child, reply: dict):
+        results = reply["results"]
+        if reply["batch"] != child.batch_number:
+            logger.error("reply for another batch pid=%s batch=%s", child.pid, reply["batch"])
             return
-        message = json.loads(reply)
-        if "success" in message:
-            task, success = child.task, message["success"]
-            finished_at = datetime.fromtimestamp(success["finished_at"], UTC)
-            self._successes.append(
-                transitions.Success(
-                    task.pk, task.attempts, task.worker_id, success["result"], finished_at
-                )
-            )
-        child.task = None
-        child.tasks_done += 1
-        if message.get("recycle"):
+        for index, outcome, result, finished_at in results:
+            claimed = child.batch.pop(index)
+            if outcome == "deferred":
+                self._add_success(
+                    transitions.Success(claimed.id, claimed.attempts, claimed.worker_id, result,
+                                        datetime.fromtimestamp(finished_at, UTC))
+                )  # fmt: skip
+        if results:
+            seconds = reply["busy"] / len(results)
+            self._task_seconds = seconds if self._task_seconds is None else (
+                0.8 * self._task_seconds + 0.2 * seconds
+            )  # fmt: skip
+            child.tasks_done += len(results)
+        if not reply["final"]:
+            return
+        # Returned unstarted (the batch's time budget ran out, or the worker is stopping):
+        # first in line again, in their order.
+        returned = [child.batch.pop(index) for index in reply["returned"] if index in child.batch]
+        returned += child.batch.values()  # never expected: a task the child did not mention
+        self._ready.extendleft(reversed(returned))
+        child.batch = {}
+        if reply.get("recycle"):
             child.process.join(5)
             logger.info("child recycled pid=%s tasks=%d", child.pid, child.tasks_done)
             self._replace(child)
 
+    # Losses and limits -------------------------------------------------------------------------
+
     def _lost(self, child: Child):
-        """A child exited: record the failure of its task (if it had one) and replace it."""
+        """A child exited: record the failure of its running task, hand back the rest."""
         child.process.join(1)
-        task, reason = child.task, child.killed_for or "crash"
+        reason = child.killed_for or "crash"
+        running = child.running()
+        current = child.batch.get(running[0]) if running else None
         logger.warning(
             "child exited pid=%s exitcode=%s reason=%s task_id=%s",
             child.pid,
             child.process.exitcode,
             reason,
-            task.pk if task else "-",
+            current.id if current else "-",
         )
-        if task is not None:
-            self._record_lost(task, self._lost_error(child, reason), child.started)
-            child.task = None
+        if current is not None:
+            timeout = child.timeouts[running[0]]
+            self._record_lost(current, self._lost_error(child, reason, timeout), running[1])
+            del child.batch[running[0]]
+        # Not started, or finished with an outcome the child had not reported yet: run again.
+        self._hand_back(list(child.batch.values()))
+        child.batch = {}
         child.conn.close()
         if self._stop_requested:
             self.children.remove(child)  # no new children while shutting down
+            child.slot.close()
         else:
             self._replace(child)
 
-    def _record_lost(self, task: Task, exc, started: float):
+    def _hand_back(self, claimed: list[Claimed]):
+        """Release claimed tasks this worker will not run: claimable at once, attempt undone."""
+        if not claimed:
+            return
+        attempts = [(c.id, c.attempts, c.worker_id) for c in claimed]
+        retry_on_database_error(
+            lambda: transitions.release_many(attempts),
+            what=f"hand back {len(attempts)} tasks",
+            model=Task,
+        )
+        for c in claimed:
+            logger.info("task handed back name=%s id=%s attempt=%d", c.name, c.id, c.attempts)
+
+    def _record_lost(self, claimed: Claimed, exc, started: float):
         def record():
-            current = Task.objects.get(pk=task.pk)
+            current = Task.objects.get(pk=claimed.id)
             if (current.status, current.attempts, current.worker_id) != (
                 Status.RUNNING,
-                task.attempts,
-                task.worker_id,
+                claimed.attempts,
+                claimed.worker_id,
             ):
                 return False  # the child recorded its outcome before it went
             if exc is None:
@@ -142,7 +216,7 @@ class ChildPool:
             outcome.duration = time.monotonic() - started
             return executor.record(current, outcome)
 
-        retry_on_database_error(record, what=f"record_lost task_id={task.pk}", model=Task)
+        retry_on_database_error(record, what=f"record_lost task_id={claimed.id}", model=Task)
 
     def _enforce_limits(self):
         """Kill children whose task overran its timeout or whose memory grew past the limit."""
@@ -150,11 +224,13 @@ class ChildPool:
         for child in list(self.children):
             if not child.busy:
                 continue
-            if now >= child.deadline:
-                logger.warning("task timed out id=%s name=%s", child.task.pk, child.task.name)
+            deadline = child.deadline()
+            if deadline is not None and now >= deadline:
+                running = child.batch[child.running()[0]]
+                logger.warning("task timed out id=%s name=%s", running.id, running.name)
                 self._kill_and_replace(child, "timeout")
             elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
-                logger.warning("task over memory limit id=%s pid=%s", child.task.pk, child.pid)
+                logger.warning("task over memory limit pid=%s", child.pid)
                 self._kill_and_replace(child, "memory")
 
     def _kill_and_replace(self, child: Child, reason: str):

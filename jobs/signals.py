@@ -20,14 +20,16 @@ from django.dispatch import Signal
 
 logger = logging.getLogger(__name__)
 
-task_enqueued = Signal()
-task_started = Signal()
-task_succeeded = Signal()
-task_retried = Signal()
-task_failed = Signal()
-task_cancelled = Signal()
-task_requeued = Signal()
-task_finished = Signal()
+# Caching, as Django's model signals do: the receivers of a sender are looked up once, not at
+# every send (a worker sends several signals per task).
+task_enqueued = Signal(use_caching=True)
+task_started = Signal(use_caching=True)
+task_succeeded = Signal(use_caching=True)
+task_retried = Signal(use_caching=True)
+task_failed = Signal(use_caching=True)
+task_cancelled = Signal(use_caching=True)
+task_requeued = Signal(use_caching=True)
+task_finished = Signal(use_caching=True)
 
 _FINAL = {"succeeded": task_succeeded, "failed": task_failed, "cancelled": task_cancelled}
 
@@ -46,7 +48,8 @@ def _send(signal, task, **kwargs):
 
 def send_on_commit(signal, task, **kwargs):
     """Send ``signal`` for ``task`` once the current transaction commits (now, in autocommit)."""
-    transaction.on_commit(partial(_send, signal, task, **kwargs))
+    if signal.has_listeners(type(task)):
+        transaction.on_commit(partial(_send, signal, task, **kwargs))
 
 
 def has_listeners(status) -> bool:

@@ -12,6 +12,7 @@ import json
 import logging
 import traceback as _traceback
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db.models import F
 from django.db.models.functions import Greatest
@@ -138,41 +139,18 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     """
     if not successes:
         return set()
-    from django.db import connections, router
-
-    now = now or timezone.now()
-    connection = connections[router.db_for_write(Task)]
-    table = connection.ops.quote_name(Task._meta.db_table)
-    sources = ", ".join(f"'{status}'" for status in sorted(states.SUCCEED.sources))
-    adapt = connection.ops.adapt_datetimefield_value
-    applied = set()
-    for start in range(0, len(successes), 500):  # SQLite caps the parameters of a statement
-        chunk = successes[start : start + 500]
-        params = []  # the VALUES rows first, in the order the statement reads them
-        rows = []
-        for success in chunk:
-            result = None if success.result is None else json.dumps(success.result)
-            task_id = success.task_id
-            if connection.vendor != "postgresql":
-                task_id = task_id.hex
-            params += [task_id, success.attempts, success.worker_id, result]
-            params.append(adapt(success.finished_at))
-            if connection.vendor == "postgresql":
-                rows.append("(%s::uuid, %s::integer, %s, %s::jsonb, %s::timestamptz)")
-            else:
-                rows.append("(%s, %s, %s, %s, %s)")
-        sql = f"""
-            WITH v(id, attempts, worker_id, result, finished_at) AS (VALUES {", ".join(rows)})
-            UPDATE {table} SET status = %s, updated_at = %s, result = v.result,
-                finished_at = v.finished_at, lease_expires_at = NULL
-            FROM v
-            WHERE {table}.id = v.id AND {table}.attempts = v.attempts
-                AND {table}.worker_id = v.worker_id AND {table}.status IN ({sources})
-            RETURNING {table}.id
-        """
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*params, states.SUCCEED.target, adapt(now)])
-            applied.update(_key(row[0]) for row in cursor.fetchall())
+    rows = [
+        (success.task_id, success.attempts, success.worker_id,
+         None if success.result is None else json.dumps(success.result), success.finished_at)
+        for success in successes
+    ]  # fmt: skip
+    applied = _apply_to_attempts(
+        states.SUCCEED,
+        rows,
+        extra=(("result", "jsonb"), ("finished_at", "timestamptz")),
+        assignments="result = v.result, finished_at = v.finished_at, lease_expires_at = NULL",
+        now=now,
+    )
     done = [success for success in successes if _key(success.task_id) in applied]
     for success in successes:
         if _key(success.task_id) not in applied:
@@ -187,6 +165,76 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
         for task in Task.objects.filter(pk__in=[success.task_id for success in done]):
             signals.send_status(task)
     return {success.task_id for success in done}
+
+
+def release_many(attempts, *, now=None) -> int:
+    """Hand back many claimed attempts at once, ``(task_id, attempts, worker_id)`` each.
+
+    Like ``release``: claimable at once, the attempt undone. An attempt no longer running under
+    that worker (its outcome was recorded, or it was rescued) is left alone, silently: a worker
+    hands back everything it is unsure of, and some of it may have finished.
+    """
+    now = now or timezone.now()
+    rows = [(task_id, attempt, worker_id) for task_id, attempt, worker_id in attempts]
+    if not rows:
+        return 0
+    assignments = (
+        "attempts = {table}.attempts - 1, run_after = %s, worker_id = '', lease_expires_at = NULL"
+    )
+    return len(
+        _apply_to_attempts(states.RELEASE, rows, assignments=assignments, now=now, params=[now])
+    )
+
+
+def _apply_to_attempts(transition, rows, *, assignments, now=None, extra=(), params=()) -> set:
+    """Apply ``transition`` to many attempts, guarded row by row; return the keys it moved.
+
+    ``rows`` are ``(task_id, attempts, worker_id, *extra values)``; ``extra`` names and types
+    the extra values, which ``assignments`` reads as ``v.<name>``; ``params`` are the
+    parameters of ``assignments`` itself.
+    """
+    from django.db import connections, router
+
+    now = now or timezone.now()
+    connection = connections[router.db_for_write(Task)]
+    table = connection.ops.quote_name(Task._meta.db_table)
+    sources = ", ".join(f"'{status}'" for status in sorted(transition.sources))
+    adapt = connection.ops.adapt_datetimefield_value
+    names = ["id", "attempts", "worker_id", *(name for name, _ in extra)]
+    types = ["uuid", "integer", "text", *(kind for _, kind in extra)]
+    if connection.vendor == "postgresql":
+        # One array per column: the statement's text is the same whatever the number of rows.
+        arrays = ", ".join(f"%s::{'text' if kind == 'jsonb' else kind}[]" for kind in types)
+        selected = ", ".join(f"{name}::{kind}" for name, kind in zip(names, types, strict=True))
+        source = f"SELECT {selected} FROM unnest({arrays}) AS u({', '.join(names)})"
+        chunks = [(source, [list(column) for column in zip(*rows, strict=True)])]
+    else:
+        chunks = []
+        row_sql = "(" + ", ".join(["%s"] * len(types)) + ")"
+        for start in range(0, len(rows), 500):  # SQLite caps the parameters of a statement
+            chunk = rows[start : start + 500]
+            values = []  # the VALUES rows first, in the order the statement reads them
+            for task_id, *rest in chunk:
+                values.append(task_id.hex)
+                values += [adapt(v) if isinstance(v, datetime) else v for v in rest]
+            chunks.append((f"VALUES {', '.join([row_sql] * len(chunk))}", values))
+    tail = [transition.target, adapt(now)]
+    tail += [adapt(value) if isinstance(value, datetime) else value for value in params]
+    applied = set()
+    for source, values in chunks:
+        sql = f"""
+            WITH v({", ".join(names)}) AS ({source})
+            UPDATE {table} SET status = %s, updated_at = %s,
+                {assignments.format(table=table)}
+            FROM v
+            WHERE {table}.id = v.id AND {table}.attempts = v.attempts
+                AND {table}.worker_id = v.worker_id AND {table}.status IN ({sources})
+            RETURNING {table}.id
+        """
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*values, *tail])
+            applied.update(_key(row[0]) for row in cursor.fetchall())
+    return applied
 
 
 def _key(task_id) -> str:

@@ -1,13 +1,16 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
-The supervisor never runs task code. It claims as many due tasks as it has idle children, in one
-statement; hands each to a child; records the successes children report, many per statement and
-in the same transaction as its next claim (failures and retries the child records itself);
-renews the leases of what its children run; kills a child whose task overruns its timeout,
-ignores a cancellation, or grows past the memory limit; replaces children that exit; and on
-SIGTERM/SIGINT stops claiming, lets running tasks finish within the grace period, then hands
-back the rest so another worker takes them at once. The pool of children (spawning,
-dispatching, replies, losses, limits) is in ``jobs.pool``.
+The supervisor never runs task code. It claims due tasks in one statement, as many as its
+children can take (a batch each, sized so that a batch of recent tasks' length fits
+``JOBS_BATCH_SECONDS``; one task each while tasks are slow), and when tasks are quick one batch
+more per child, so a child that finishes never waits for a claim. It hands each child a batch;
+records the successes children report, many per statement and in the same transaction as its
+next claim (failures and retries the child records itself); renews the leases of everything it
+holds; kills a child whose running task overruns its timeout, ignores a cancellation, or grows
+past the memory limit, and hands back the rest of that child's batch; replaces children that
+exit; and on SIGTERM/SIGINT stops claiming, has children start nothing more, lets running tasks
+finish within the grace period, then hands back the rest so another worker takes them at once.
+The pool of children (spawning, dispatching, replies, losses, limits) is in ``jobs.pool``.
 """
 
 import logging
@@ -16,6 +19,7 @@ import signal
 import socket
 import time
 import uuid
+from collections import deque
 from datetime import timedelta
 
 from django.db import router, transaction
@@ -80,6 +84,13 @@ class Worker(ChildPool):
         self._wakeup_read, self._wakeup_write = os.pipe()
         self._paused = frozenset()  # queues of this worker paused, as last logged
         self._successes: list[transitions.Success] = []  # reported by children, not recorded
+        self._successes_since = 0.0  # monotonic time the oldest of them was reported
+        self._ready: deque = deque()  # claimed tasks waiting for a child (jobs.wire.Claimed)
+        self.batch_size = jobs_settings.BATCH_SIZE
+        self.batch_seconds = jobs_settings.BATCH_SECONDS
+        self._task_seconds = None  # how long recent tasks took, on average (a moving average)
+        self._batch_number = 0
+        self._timeouts = {}  # (name, backend) -> seconds
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -109,6 +120,7 @@ class Worker(ChildPool):
     def _loop(self):
         while True:
             if self._stop_requested:
+                self._stop_children()
                 self._record_successes()
                 if not self._busy() or self._stop_requested > 1:
                     return
@@ -116,32 +128,39 @@ class Worker(ChildPool):
                     logger.warning("grace period over worker_id=%s", self.worker_id)
                     return
             else:
+                self._dispatch_ready()
                 self._heartbeat()
                 self._maintain()
-                claimed = self._claim()
-                for task in claimed:
-                    self._dispatch(task)
-                if self.burst and not claimed and not self._busy():
+                wanted = self._wanted()
+                claimed = self._claim(wanted)
+                self._ready.extend(claimed)
+                self._dispatch_ready()
+                if self.burst and not claimed and not self._busy() and not self._ready:
                     return
-                if claimed and self._idle():
-                    continue  # capacity left and work taken: look again at once
-                self._next_due = self._next_due_at() if self._idle() else None
+                if claimed and len(claimed) == wanted and self._wanted():
+                    continue  # capacity left and the queue not empty: look again at once
+                idle = self._idle() and not self._ready
+                self._next_due = self._next_due_at() if idle else None
             self._wait(self._wait_timeout())
             self._enforce_limits()
+
+    def _stop_children(self):
+        """Have children start no further task of their batches; hand back what waits here."""
+        for child in self.children:
+            child.slot.ask_to_stop()
+        waiting, self._ready = list(self._ready), deque()
+        self._hand_back(waiting)
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
         self._record_successes()
+        waiting, self._ready = list(self._ready), deque()
+        self._hand_back(waiting)
         for child in self.children:
             if child.busy:
-                task = child.task
                 child.kill("shutdown")
-                retry_on_database_error(
-                    lambda task=task: transitions.release(task), what="release", model=Task
-                )
-                logger.warning(
-                    "task handed back name=%s id=%s attempt=%d", task.name, task.pk, task.attempts
-                )
+                self._hand_back(list(child.batch.values()))
+                child.batch = {}
             child.conn.close()
         for child in self.children:
             child.process.join(2)
@@ -173,12 +192,11 @@ class Worker(ChildPool):
 
     # Children ----------------------------------------------------------------------------------
 
-    def _lost_error(self, child: Child, reason: str):
+    def _lost_error(self, child: Child, reason: str, timeout: float):
         """The error to record for a task whose child was killed or died; None for a cancel."""
         if reason == "cancel":
             return None
         if reason == "timeout":
-            timeout = child.deadline - child.started
             return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
         if reason == "memory":
             return MemoryLimitExceeded(
@@ -194,11 +212,15 @@ class Worker(ChildPool):
         timeout = self.poll_interval
         if self._stop_requested:
             timeout = min(timeout, max(0.0, self._stop_deadline - time.monotonic()))
-        busy = [child.deadline for child in self.children if child.busy]
-        if busy:
-            timeout = min(timeout, max(0.0, min(busy) - time.monotonic()))
+        deadlines = [child.deadline() for child in self.children if child.busy]
+        deadlines = [deadline for deadline in deadlines if deadline is not None]
+        if deadlines:
+            timeout = min(timeout, max(0.0, min(deadlines) - time.monotonic()))
         if not self._stop_requested:
             timeout = min(timeout, max(0.0, self._next_heartbeat - time.monotonic()))
+            if self._successes:
+                flush_at = self._successes_since + self.SUCCESS_DELAY
+                timeout = min(timeout, max(0.0, flush_at - time.monotonic()))
             if self._next_due is not None:
                 timeout = min(timeout, max(0.0, self._next_due - time.monotonic()))
         return timeout
@@ -215,15 +237,34 @@ class Worker(ChildPool):
 
     # Database duties ---------------------------------------------------------------------------
 
-    def _claim(self) -> list:
-        """Claim for the idle children; record reported successes in the same transaction.
+    # Seconds a reported success may wait to be written with the next claim, and how many may.
+    SUCCESS_DELAY = 0.05
+    SUCCESS_BATCH = 1000
+
+    def _wanted(self) -> int:
+        """How many tasks to claim: a batch for each idle child, and one more each if quick."""
+        size = self._batch_size()
+        wanted = len(self._idle()) * size
+        if size > 1:
+            wanted += len(self.children) * size
+        return max(0, wanted - len(self._ready))
+
+    def _add_success(self, success: transitions.Success):
+        if not self._successes:
+            self._successes_since = time.monotonic()
+        self._successes.append(success)
+
+    def _claim(self, free: int) -> list:
+        """Claim ``free`` tasks; record reported successes in the same transaction.
 
         One commit for both (a commit costs a disk flush on PostgreSQL): a fault rolls both back
-        and both are tried again, so a success is never recorded twice nor lost.
+        and both are tried again, so a success is never recorded twice nor lost. With nothing to
+        claim, successes are written once they have waited ``SUCCESS_DELAY`` or are many.
         """
-        free = len(self._idle())
         if free <= 0:
-            self._record_successes()
+            overdue = time.monotonic() - self._successes_since >= self.SUCCESS_DELAY
+            if overdue or len(self._successes) >= self.SUCCESS_BATCH:
+                self._record_successes()
             return []
         successes = self._successes
 
@@ -233,12 +274,12 @@ class Worker(ChildPool):
         def round_trip():
             with transaction.atomic(using=router.db_for_write(Task)):
                 transitions.succeed_many(successes)
-                return claiming.claim(
+                return claiming.claim_for_dispatch(
                     self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
                 )
 
         if not successes:
-            round_trip = lambda: claiming.claim(  # noqa: E731
+            round_trip = lambda: claiming.claim_for_dispatch(  # noqa: E731
                 self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
             )
         claimed = retry_on_database_error(
@@ -293,9 +334,10 @@ class Worker(ChildPool):
 
         def beat():
             now = timezone.now()
-            # Only the leases of tasks a child really runs: a claim whose reply was lost to a
-            # database fault leaves rows "running" here that no child has; those are handed back.
-            running = [child.task.pk for child in self.children if child.busy]
+            # Only the leases of tasks this worker holds: a claim whose reply was lost to a
+            # database fault leaves rows "running" here that it does not have; those are handed
+            # back.
+            running = [claimed.id for claimed in self._in_hand()]
             running += [success.task_id for success in self._successes]
             mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
             mine.filter(pk__in=running).update(
@@ -322,8 +364,10 @@ class Worker(ChildPool):
         # The claim itself skips paused queues; this only tells the operator reading the log.
         self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
         for child in list(self.children):
-            if child.busy and child.task.pk in ignoring_cancel:
-                logger.warning("task ignored its cancellation, stopping it id=%s", child.task.pk)
+            running = child.running()
+            task_id = child.batch[running[0]].id if running else None
+            if task_id in ignoring_cancel:
+                logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
                 self._kill_and_replace(child, "cancel")
 
     def _maintain(self):

@@ -116,3 +116,14 @@ def wait_for(predicate, timeout=30.0, interval=0.05, message="condition"):
             return result
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {message}")
+
+
+@pytest.fixture
+def no_success_receivers():
+    """Disconnect the demo's task_finished receiver (the test settings include the demo)."""
+    from demo_project.demo.notifications import notify_owner
+    from jobs import signals
+
+    signals.task_finished.disconnect(dispatch_uid="demo-notify-owner")
+    yield
+    signals.task_finished.connect(notify_owner, dispatch_uid="demo-notify-owner")

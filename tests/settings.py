@@ -24,7 +24,13 @@ else:
 
 # Short timings keep process tests fast; tests of workers set some per process through the
 # environment (JOBS_LEASE_SECONDS=1 ...).
-for _name in ("LEASE_SECONDS", "MAINTENANCE_INTERVAL", "CANCEL_GRACE", "SHUTDOWN_GRACE"):
+for _name in (
+    "LEASE_SECONDS",
+    "MAINTENANCE_INTERVAL",
+    "CANCEL_GRACE",
+    "SHUTDOWN_GRACE",
+    "BATCH_SECONDS",
+):
     if f"JOBS_{_name}" in os.environ:
         globals()[f"JOBS_{_name}"] = float(os.environ[f"JOBS_{_name}"])
 JOBS_POLL_INTERVAL = 0.2

@@ -1,15 +1,16 @@
 """Successes recorded many per statement (transitions.succeed_many) and the child protocol."""
 
+import json
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from jobs import signals, transitions
-from jobs.child import decode_task, encode_task
 from jobs.executor import SUCCEEDED
 from jobs.models import Task
 from jobs.states import Status
+from jobs.wire import decode_task, encode_task
 from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db
@@ -95,16 +96,6 @@ def test_a_task_travels_to_a_child_unchanged():
         assert getattr(copy, field.attname) == getattr(task, field.attname), field.name
 
 
-@pytest.fixture
-def no_success_receivers():
-    """Disconnect the demo's task_finished receiver (the test settings include the demo)."""
-    from demo_project.demo.notifications import notify_owner
-
-    signals.task_finished.disconnect(dispatch_uid="demo-notify-owner")
-    yield
-    signals.task_finished.connect(notify_owner, dispatch_uid="demo-notify-owner")
-
-
 def running_add(a, b):
     task = TaskFactory(
         name="tests.testapp.tasks.add", payload={"args": [a, b], "kwargs": {}}, status="running",
@@ -117,9 +108,9 @@ def test_a_child_leaves_a_plain_success_to_the_supervisor(no_success_receivers):
     from jobs import child
 
     task = running_add(2, 3)
-    reply = child._run(encode_task(task))
-    assert reply["outcome"] == SUCCEEDED
-    assert reply["success"]["result"] == 5
+    index, outcome, result, finished_at = child._run_one(7, json.loads(encode_task(task)))
+    assert (index, outcome, result) == (7, "deferred", 5)
+    assert finished_at > 0
     assert Task.objects.get(pk=task.pk).status == Status.RUNNING  # not recorded yet
 
 
@@ -136,10 +127,10 @@ def test_a_child_records_a_success_a_receiver_waits_for(django_capture_on_commit
     signals.task_succeeded.connect(handler)
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            reply = child._run(encode_task(task))
+            reply = child._run_one(0, json.loads(encode_task(task)))
     finally:
         signals.task_succeeded.disconnect(handler)
-    assert "success" not in reply
+    assert reply == [0, SUCCEEDED, None, None]
     assert Task.objects.get(pk=task.pk).status == Status.SUCCEEDED
     assert received == [task.pk]
 

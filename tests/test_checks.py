@@ -22,6 +22,8 @@ def test_defaults_pass():
         ("JOBS_PRUNE_BATCH_SIZE", True, "JOBS_PRUNE_BATCH_SIZE must be a whole number"),
         ("JOBS_LEASE_SECONDS", -1, "JOBS_LEASE_SECONDS must be a number of seconds above 0"),
         ("JOBS_POLL_INTERVAL", "1s", "JOBS_POLL_INTERVAL must be a number of seconds above 0"),
+        ("JOBS_BATCH_SIZE", 0, "JOBS_BATCH_SIZE must be a whole number of at least 1"),
+        ("JOBS_BATCH_SECONDS", 0, "JOBS_BATCH_SECONDS must be a number of seconds above 0"),
     ],
 )
 def test_bad_values_are_reported(settings, setting, value, fragment):

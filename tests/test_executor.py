@@ -110,12 +110,15 @@ def test_outcome_is_not_recorded_over_a_task_taken_over_by_another_worker():
 
 
 def test_start_and_finish_are_logged_with_name_id_attempt_duration_outcome(caplog):
-    caplog.set_level("INFO", logger="jobs")
+    caplog.set_level("DEBUG", logger="jobs")
     task = tasks.add.enqueue(1, 1)
     run_next()
-    messages = [r.getMessage() for r in caplog.records if r.name == "jobs.executor"]
+    records = [r for r in caplog.records if r.name == "jobs.executor"]
+    messages = [r.getMessage() for r in records]
     assert messages[0].startswith(f"task started name=tests.testapp.tasks.add id={task.pk}")
     assert "attempt=1/3" in messages[0]
     assert f"id={task.pk}" in messages[1]
     assert "duration=" in messages[1]
     assert "outcome=succeeded" in messages[1]
+    # One line per task at INFO (the finish, with the outcome): the start is DEBUG.
+    assert [r.levelname for r in records] == ["DEBUG", "INFO"]

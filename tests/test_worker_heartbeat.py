@@ -10,6 +10,7 @@ from jobs.child import Child
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.states import Status
+from jobs.wire import Slot, claimed_from_task
 from jobs.worker import Worker
 from tests.factories import TaskFactory
 
@@ -27,22 +28,27 @@ class FakeProcess:
     pid = 0
 
 
-def test_heartbeat_renews_only_the_leases_of_tasks_its_children_run(worker):
-    TaskFactory.create_batch(2)
-    running, lost = claiming.claim(worker.worker_id, 2, lease_seconds=1)
-    worker.children = [Child(process=FakeProcess(), conn=None, task=running)]
+def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(worker):
+    TaskFactory.create_batch(3)
+    running, waiting, lost = claiming.claim(worker.worker_id, 3, lease_seconds=1)
+    child = Child(process=FakeProcess(), conn=None, slot=Slot())
+    child.batch = {0: claimed_from_task(running)}  # in a child's batch
+    worker.children = [child]
+    worker._ready.append(claimed_from_task(waiting))  # claimed, waiting for a child
 
     worker._heartbeat()
 
-    running.refresh_from_db()
-    lost.refresh_from_db()
-    assert running.status == Status.RUNNING
-    assert running.lease_expires_at > timezone.now() + timedelta(seconds=30)
-    # Claimed by this worker, but no child has it (the claim's reply was lost): handed back.
+    for task in (running, waiting, lost):
+        task.refresh_from_db()
+    for task in (running, waiting):
+        assert task.status == Status.RUNNING
+        assert task.lease_expires_at > timezone.now() + timedelta(seconds=30)
+    # Claimed by this worker, but it does not hold it (the claim's reply was lost): handed back.
     assert lost.status == Status.PENDING
     assert lost.attempts == 0
     record = WorkerRecord.objects.get(pk=worker.worker_id)
-    assert record.in_flight == 1
+    assert record.in_flight == 2
+    child.slot.close()
 
 
 def test_heartbeat_leaves_other_workers_tasks_alone(worker):

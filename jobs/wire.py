@@ -1,0 +1,148 @@
+"""What travels between the supervisor and its children: JSON messages and a shared slot.
+
+A batch of claimed tasks goes to a child as one JSON message: each task row as an object of its
+columns (on PostgreSQL the claim returns that JSON text itself, so the supervisor never builds a
+model instance of a task it only hands on). The child answers with one or more JSON replies.
+Nothing is pickled.
+
+Beside the pipe, each child shares a small memory slot with the supervisor: which task of which
+batch it is running and since when. The supervisor reads it to enforce the running task's
+timeout without a message per task.
+"""
+
+import datetime
+import json
+import mmap
+import struct
+import uuid
+from dataclasses import dataclass
+
+from django.db import models, router
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init
+
+from jobs.models import Task
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A claimed task as the supervisor keeps it: what it must know, and the row for the child."""
+
+    id: uuid.UUID
+    attempts: int
+    worker_id: str
+    name: str
+    backend: str
+    row: bytes  # the task's columns as a JSON object
+
+
+def encode_task(task: Task) -> bytes:
+    """The task row as JSON: every column by its attribute name (datetimes in ISO 8601)."""
+    return json.dumps(
+        {field.attname: getattr(task, field.attname) for field in Task._meta.concrete_fields},
+        default=_encode_value,
+    ).encode()
+
+
+def claimed_from_task(task: Task) -> Claimed:
+    return Claimed(task.pk, task.attempts, task.worker_id, task.name, task.backend,
+                   encode_task(task))  # fmt: skip
+
+
+def _encode_value(value):
+    # Full precision: DjangoJSONEncoder would cut datetimes to milliseconds.
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"cannot send {type(value).__name__} to a child")
+
+
+def decode_task(message: bytes) -> Task:
+    """Rebuild the task ``encode_task`` sent, as a saved row (no query)."""
+    return task_from_values(json.loads(message))
+
+
+_FIELDS = None
+
+
+def task_from_values(values: dict) -> Task:
+    """A saved Task from the columns of one row, as a dict decoded from JSON (no query).
+
+    What ``Model.from_db`` makes, built the cheap way (a child does this for every task):
+    each column converted by its field and set in the instance's ``__dict__``, as loading a
+    row does, without ``Model.__init__``'s walk through the fields. Where a receiver of
+    ``post_init`` waits for tasks, the usual way is taken so it is called.
+    """
+    global _FIELDS
+    if _FIELDS is None:
+        _FIELDS = [(field.attname, _converter(field)) for field in Task._meta.concrete_fields]
+    converted = {}
+    for attname, convert in _FIELDS:
+        value = values[attname]
+        converted[attname] = value if convert is None or value is None else convert(value)
+    using = router.db_for_write(Task)
+    if post_init.has_listeners(Task):
+        return Task.from_db(using, list(converted), list(converted.values()))
+    task = Task.__new__(Task)
+    task.__dict__.update(converted)
+    task._state = ModelState()
+    task._state.adding = False
+    task._state.db = using
+    return task
+
+
+def _converter(field):
+    """How a column's JSON value becomes the field's value; None where it already is one."""
+    if isinstance(field, models.DateTimeField):
+        # Both encoders write ISO 8601 with an offset (isoformat here, row_to_json on
+        # PostgreSQL), which fromisoformat reads as an aware datetime.
+        return datetime.datetime.fromisoformat
+    if isinstance(field, models.UUIDField):
+        return uuid.UUID
+    plain = models.JSONField | models.CharField | models.TextField | models.IntegerField
+    if isinstance(field, plain | models.BooleanField | models.ForeignKey):
+        return None  # JSON holds these as they are (strings, numbers, booleans)
+    return field.to_python
+
+
+def batch_message(number: int, tasks: list[Claimed], budget: float) -> bytes:
+    """One message with a batch of tasks for a child: the rows are joined, not re-encoded."""
+    rows = b",".join(claimed.row for claimed in tasks)
+    return b'{"batch":%d,"budget":%r,"tasks":[%s]}' % (number, budget, rows)
+
+
+class Slot:
+    """A few shared bytes: the child's current task, and the supervisor's request to stop.
+
+    Created before the fork (an anonymous shared mapping), so both processes see one copy. The
+    child writes ``(batch, index, started)`` as it starts each task of a batch; the supervisor
+    reads it. A read that races a write is retried until two reads agree.
+    """
+
+    _CURRENT = struct.Struct("qqd")  # batch number, index in the batch, monotonic start time
+    _STOP_AT = _CURRENT.size
+
+    def __init__(self):
+        self._map = mmap.mmap(-1, mmap.PAGESIZE)
+        self.start(-1, -1, 0.0)
+
+    def start(self, batch: int, index: int, started: float):
+        self._CURRENT.pack_into(self._map, 0, batch, index, started)
+
+    def current(self) -> tuple[int, int, float]:
+        while True:
+            first = self._CURRENT.unpack_from(self._map, 0)
+            if self._CURRENT.unpack_from(self._map, 0) == first:
+                return first
+
+    def ask_to_stop(self):
+        """Ask the child to start no further task of its batch (it returns them instead)."""
+        self._map[self._STOP_AT] = 1
+
+    @property
+    def stop_asked(self) -> bool:
+        return self._map[self._STOP_AT] == 1
+
+    def close(self):
+        self._map.close()
