@@ -14,6 +14,7 @@ import glob
 import os
 import pstats
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,11 +26,12 @@ def main():
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--task", default="noop", help="noop, or sleep50 (the mixed load)")
     args = parser.parse_args()
     from benchmarks.workers import empty, setup_django
 
     setup_django(os.environ["DATABASE_URL"])
-    from benchmarks.tasks import noop
+    from benchmarks import tasks
     from jobs import child
     from jobs.worker import Worker
 
@@ -41,7 +43,7 @@ def main():
 
     def profiled(runner, message):
         if state["profile"] is None:
-            state["profile"] = cProfile.Profile()
+            state["profile"] = cProfile.Profile(time.process_time)
         state["profile"].enable()
         try:
             return run(runner, message)
@@ -51,9 +53,10 @@ def main():
 
     child._BatchRunner.run = profiled
     empty()
-    noop.enqueue_many([(n,) for n in range(args.tasks)])
+    getattr(tasks, args.task).enqueue_many([(n,) for n in range(args.tasks)])
     worker = Worker(queues=["bench"], concurrency=args.concurrency, burst=True)
-    profile = cProfile.Profile()
+    # CPU time, not wall time: the supervisor mostly waits, for the database and its children.
+    profile = cProfile.Profile(time.process_time)
     profile.runcall(worker.run)
     print("== supervisor")
     pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)

@@ -12,17 +12,17 @@ import random
 import time
 from datetime import timedelta
 
-from django.db import OperationalError, connections, router
+from django.db import OperationalError, connections, router, transaction
 from django.utils import timezone
 
-from jobs import states
+from jobs import states, transitions
 from jobs.models import QueuePause, Task
 from jobs.wire import Claimed, claimed_from_task
 
 logger = logging.getLogger(__name__)
 
 
-def _claim_sql(connection, queue_count: int, returning: str = "task.*") -> str:
+def _claim_sql(connection, queue_count: int, returning: str = "task.*", recorded="") -> str:
     """The claim statement; parameters: now, *queues, limit, worker_id, now, now, lease end.
 
     On PostgreSQL the pick is a MATERIALIZED CTE: as a plain ``IN (subquery)`` the planner may
@@ -51,11 +51,29 @@ def _claim_sql(connection, queue_count: int, returning: str = "task.*") -> str:
         started_at = %s, updated_at = %s, lease_expires_at = %s
     """
     if connection.vendor == "postgresql":
-        return f"""
-            WITH picked AS MATERIALIZED ({pick} FOR UPDATE SKIP LOCKED)
+        picked = f"picked AS MATERIALIZED ({pick} FOR UPDATE SKIP LOCKED)"
+        update = f"""
             UPDATE {table} AS task SET {assignments}
             FROM picked WHERE task.id = picked.id
             RETURNING {returning}
+        """
+        if returning != DISPATCH:
+            return f"WITH {picked} {update}"
+        # For a worker: the claimed rows in claim order (sorted here, not in Python), then, if
+        # ``recorded`` (an UPDATE returning ids, whose parameters come first) runs beside the
+        # claim, the ids it recorded, with NULLs.
+        with_recorded = f"recorded AS ({recorded})," if recorded else ""
+        also_recorded = (
+            "UNION ALL SELECT 1, id, NULL, NULL, NULL, NULL, NULL, NULL FROM recorded"
+            if recorded
+            else ""
+        )
+        return f"""
+            WITH {with_recorded} {picked}, claimed AS ({update})
+            SELECT id, attempts, name, backend, row FROM (
+                SELECT 0 AS kind, id, attempts, name, backend, row, priority, run_after
+                FROM claimed {also_recorded}
+            ) AS out ORDER BY kind, priority DESC, run_after
         """
     # SQLite runs the whole statement under its single writer lock: nothing to skip.
     return f"""
@@ -88,33 +106,66 @@ def claim_for_dispatch(
     On PostgreSQL each row comes back as its JSON text (``row_to_json``), which the supervisor
     passes on to a child as it is: no model instance, no re-encoding, per task.
     """
-    if limit <= 0:
-        return []
+    claimed, _ = claim_and_record(worker_id, limit, [], queues=queues,
+                                  lease_seconds=lease_seconds, now=now)  # fmt: skip
+    return claimed
+
+
+# What a worker's claim returns of each row on PostgreSQL (see ``_claim_sql``).
+DISPATCH = (
+    "task.id, task.attempts, task.name, task.backend, task.priority, task.run_after, "
+    "row_to_json(task)::text AS row"
+)
+
+
+def claim_and_record(
+    worker_id: str, limit: int, successes, *, queues=None, lease_seconds: float, now=None
+) -> tuple[list[Claimed], set]:
+    """Record reported ``successes`` and claim up to ``limit`` tasks, all or nothing.
+
+    Returns the claimed tasks (as ``claim_for_dispatch``) and the ids of the successes recorded.
+    On PostgreSQL it is one statement (the successes' UPDATE runs as a CTE beside the claim's):
+    one round trip and one commit for both; a fault leaves both undone, to be tried again, so a
+    success is never recorded twice nor lost. Elsewhere, two statements in one transaction.
+    """
     using = router.db_for_write(Task)
     connection = connections[using]
     if connection.vendor != "postgresql":
-        tasks = claim(worker_id, limit, queues=queues, lease_seconds=lease_seconds, now=now)
-        return [claimed_from_task(task) for task in tasks]
-    sql, params = _prepare(
+        with transaction.atomic(using=using):
+            recorded = transitions.succeed_many(successes, now=now) if successes else set()
+            tasks = claim(worker_id, limit, queues=queues, lease_seconds=lease_seconds, now=now)
+        return [claimed_from_task(task) for task in tasks], recorded
+    if limit <= 0:
+        return [], transitions.succeed_many(successes, now=now) if successes else set()
+    recording, recorded_sql, params = [], "", []
+    if successes:
+        (recorded_sql, params), *more = transitions.succeed_many_statements(successes, now=now)
+        assert not more, "succeed_many_statements makes one statement on PostgreSQL"
+        recording = successes
+    claim_sql, claim_params = _prepare(
         connection, worker_id, limit, queues, lease_seconds, now,
-        returning="task.id, task.attempts, task.name, task.backend, task.priority, "
-        "task.run_after, row_to_json(task)::text",
+        returning=DISPATCH, recorded=recorded_sql,
     )  # fmt: skip
+    params = [*params, *claim_params]
 
     def run():
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(claim_sql, params)
             return cursor.fetchall()
 
     rows = _with_retry(connection, run)
-    rows.sort(key=lambda row: (-row[4], row[5]))
-    return [
+    claimed = [
         Claimed(task_id, attempts, worker_id, name, backend, text.encode())
-        for task_id, attempts, name, backend, _, _, text in rows
+        for task_id, attempts, name, backend, text in rows
+        if attempts is not None
     ]
+    recorded_ids = [row[0] for row in rows if row[1] is None]
+    return claimed, transitions.succeeded(recording, recorded_ids) if recording else set()
 
 
-def _prepare(connection, worker_id, limit, queues, lease_seconds, now, returning="task.*"):
+def _prepare(
+    connection, worker_id, limit, queues, lease_seconds, now, returning="task.*", recorded=""
+):
     now = now or timezone.now()
     queues = sorted(set(queues or ()))
     adapt = connection.ops.adapt_datetimefield_value
@@ -128,7 +179,7 @@ def _prepare(connection, worker_id, limit, queues, lease_seconds, now, returning
         adapt(now),
         adapt(lease_expires_at),
     ]
-    return _claim_sql(connection, len(queues), returning), params
+    return _claim_sql(connection, len(queues), returning, recorded), params
 
 
 def next_due_at(*, queues=None):

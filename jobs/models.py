@@ -57,6 +57,9 @@ class Task(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="jobs_tasks",
+        # jobs_task_owner_created_idx serves lookups by owner; a second index would cost every
+        # write of a task (PostgreSQL updates each index of a row it rewrites).
+        db_index=False,
     )
 
     attempts = models.PositiveIntegerField(default=0)
@@ -121,7 +124,14 @@ class Task(models.Model):
                 condition=Q(status=Status.RUNNING),
             ),
             models.Index(fields=["status", "finished_at"], name="jobs_task_status_finished_idx"),
-            models.Index(fields=["owner", "-created_at"], name="jobs_task_owner_created_idx"),
+            # Partial: tasks nobody owns (most background work) cost this index nothing when a
+            # worker writes them, twice per attempt (claim, outcome). A lookup by owner implies
+            # the condition, so it still uses the index.
+            models.Index(
+                fields=["owner", "-created_at"],
+                name="jobs_task_owner_created_idx",
+                condition=Q(owner__isnull=False),
+            ),
             models.Index(fields=["-created_at"], name="jobs_task_created_idx"),
             # Per-queue counts by status (an index-only scan) and the admin's queue filter.
             models.Index(fields=["queue", "status"], name="jobs_task_queue_status_idx"),

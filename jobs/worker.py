@@ -14,6 +14,7 @@ The pool of children (spawning, dispatching, replies, losses, limits) is in ``jo
 """
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -22,7 +23,6 @@ import uuid
 from collections import deque
 from datetime import timedelta
 
-from django.db import router, transaction
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
@@ -89,6 +89,7 @@ class Worker(ChildPool):
         self.batch_size = jobs_settings.BATCH_SIZE
         self.batch_seconds = jobs_settings.BATCH_SECONDS
         self._task_seconds = None  # how long recent tasks took, on average (a moving average)
+        self._claim_seconds = 0.0  # how long recent claims took, likewise
         self._batch_number = 0
         self._timeouts = {}  # (name, backend) -> seconds
 
@@ -242,11 +243,20 @@ class Worker(ChildPool):
     SUCCESS_BATCH = 1000
 
     def _wanted(self) -> int:
-        """How many tasks to claim: a batch for each idle child, and one more each if quick."""
+        """How many tasks to claim: a batch for each idle child, and some to keep at hand.
+
+        At hand, so that a child that finishes gets its next task at once rather than after a
+        claim: with quick tasks a batch per child; with slower ones as many as the children
+        finish, together, during one claim (at least one, at most one per child). A worker of
+        slow tasks thus holds about as many as it runs, and leaves the rest to other workers.
+        """
         size = self._batch_size()
         wanted = len(self._idle()) * size
         if size > 1:
             wanted += len(self.children) * size
+        elif self._task_seconds:
+            during_claim = len(self.children) * self._claim_seconds / self._task_seconds
+            wanted += min(len(self.children), math.ceil(during_claim))
         return max(0, wanted - len(self._ready))
 
     def _add_success(self, success: transitions.Success):
@@ -255,11 +265,12 @@ class Worker(ChildPool):
         self._successes.append(success)
 
     def _claim(self, free: int) -> list:
-        """Claim ``free`` tasks; record reported successes in the same transaction.
+        """Claim ``free`` tasks; record reported successes with the claim, all or nothing.
 
-        One commit for both (a commit costs a disk flush on PostgreSQL): a fault rolls both back
-        and both are tried again, so a success is never recorded twice nor lost. With nothing to
-        claim, successes are written once they have waited ``SUCCESS_DELAY`` or are many.
+        One round trip and one commit for both (a commit costs a disk flush on PostgreSQL): a
+        fault leaves both undone and both are tried again, so a success is never recorded twice
+        nor lost. With nothing to claim, successes are written once they have waited
+        ``SUCCESS_DELAY`` or are many.
         """
         if free <= 0:
             overdue = time.monotonic() - self._successes_since >= self.SUCCESS_DELAY
@@ -272,19 +283,17 @@ class Worker(ChildPool):
             self._next_heartbeat = 0.0  # a claim may have committed unseen: check at once
 
         def round_trip():
-            with transaction.atomic(using=router.db_for_write(Task)):
-                transitions.succeed_many(successes)
-                return claiming.claim_for_dispatch(
-                    self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
-                )
+            claimed, _ = claiming.claim_and_record(
+                self.worker_id, free, successes, queues=self.queues,
+                lease_seconds=self.lease_seconds,
+            )  # fmt: skip
+            return claimed
 
-        if not successes:
-            round_trip = lambda: claiming.claim_for_dispatch(  # noqa: E731
-                self.worker_id, free, queues=self.queues, lease_seconds=self.lease_seconds
-            )
+        started = time.monotonic()
         claimed = retry_on_database_error(
             round_trip, what="claim", model=Task, on_fault=after_fault
         )
+        self._claim_seconds = 0.8 * self._claim_seconds + 0.2 * (time.monotonic() - started)
         self._successes = self._successes[len(successes) :]
         return claimed
 

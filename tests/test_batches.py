@@ -161,3 +161,30 @@ def test_a_task_hanging_inside_a_batch_is_stopped_and_the_rest_run(runworker):
     for task in before + after:
         task.refresh_from_db()
         assert (task.status, task.result, task.attempts) == (Status.SUCCEEDED, task.args[0] + 1, 1)
+
+
+def test_claim_and_record_records_successes_and_claims_at_once(
+    django_assert_max_num_queries, no_success_receivers
+):
+    from django.db import connection
+
+    mine = TaskFactory(status=Status.RUNNING, attempts=1, worker_id="w")
+    taken_over = TaskFactory(status=Status.RUNNING, attempts=2, worker_id="other")
+    waiting = TaskFactory()
+    finished_at = timezone.now()
+    successes = [
+        transitions.Success(mine.pk, 1, "w", {"rows": 3}, finished_at),
+        transitions.Success(taken_over.pk, 1, "w", None, finished_at),
+    ]
+    # One statement, so one round trip and one commit, on PostgreSQL.
+    most = 1 if connection.vendor == "postgresql" else 10
+    with django_assert_max_num_queries(most):
+        claimed, recorded = claiming.claim_and_record("w", 5, successes, lease_seconds=30)
+    assert [c.id for c in claimed] == [waiting.pk]
+    assert recorded == {mine.pk}
+    mine.refresh_from_db()
+    assert (mine.status, mine.result, mine.finished_at) == (
+        Status.SUCCEEDED, {"rows": 3}, finished_at,
+    )  # fmt: skip
+    assert Task.objects.get(pk=taken_over.pk).status == Status.RUNNING
+    assert Task.objects.get(pk=waiting.pk).status == Status.RUNNING
