@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from django.db import connections
 
 from jobs import executor
+from jobs.claimer import fork_quietly
 from jobs.wire import Claimed, Slot, batch_message, task_from_values
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
         daemon=True,
         name="jobs-child",
     )  # fmt: skip
-    process.start()
+    fork_quietly(process.start)
     # The child keeps its frozen copy; the supervisor must not, or cyclic garbage alive at a
     # fork would never be collected (a leak growing with every replaced child).
     gc.unfreeze()

@@ -27,6 +27,7 @@ class ChildPool:
     """Bookkeeping of ``self.children``; expects the attributes ``Worker.__init__`` sets."""
 
     def _spawn(self) -> Child:
+        self._claimer.before_fork()
         inherited = [self._wakeup_read, self._wakeup_write]
         inherited += [child.conn.fileno() for child in self.children if not child.conn.closed]
         listen_fd = self.listener.fileno() if self.listener.connected else None
@@ -94,7 +95,13 @@ class ChildPool:
 
     # Replies -----------------------------------------------------------------------------------
 
-    def _wait(self, timeout: float):
+    def _wait(self, timeout: float) -> bool:
+        """Wait for children, notifications, or the timeout; whether there is news.
+
+        News is what may make a claim worth trying again: a notification, a child that
+        finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
+        claim thread saying it is done).
+        """
         sources = [self._wakeup_read]
         listen_fd = self.listener.fileno()
         if listen_fd is not None:
@@ -112,6 +119,7 @@ class ChildPool:
                 self._receive(child)
             elif child.process.sentinel in ready:
                 self._lost(child)
+        return ready != [self._wakeup_read]
 
     def _receive(self, child: Child):
         while True:  # every reply waiting, so a child's final one is never left for later

@@ -21,21 +21,20 @@ import socket
 import time
 import uuid
 from collections import deque
-from datetime import timedelta
 
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, maintenance, pausing, transitions
+from jobs import claiming, transitions
 from jobs.child import Child
+from jobs.claimer import Claimer
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
 from jobs.exceptions import TaskTimeout, TransientError
 from jobs.models import Task
-from jobs.models import Worker as WorkerRecord
 from jobs.notify import Listener
 from jobs.pool import ChildPool
-from jobs.states import Status
+from jobs.upkeep import Upkeep
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ class MemoryLimitExceeded(TransientError):
     """The child process running the task grew past the worker's memory limit."""
 
 
-class Worker(ChildPool):
+class Worker(ChildPool, Upkeep):
     def __init__(
         self,
         *,
@@ -89,9 +88,15 @@ class Worker(ChildPool):
         self.batch_size = jobs_settings.BATCH_SIZE
         self.batch_seconds = jobs_settings.BATCH_SECONDS
         self._task_seconds = None  # how long recent tasks took, on average (a moving average)
-        self._claim_seconds = 0.0  # how long recent claims took, likewise
         self._batch_number = 0
         self._timeouts = {}  # (name, backend) -> seconds
+        self._claimer = Claimer(self.worker_id, self.queues, self.lease_seconds,
+                                self._wakeup_write)  # fmt: skip
+        # False after a claim found fewer due tasks than it asked for, until there is news.
+        self._may_claim = True
+        self._news = 0  # news counted (see ChildPool._wait), and as a claim started:
+        self._news_at_claim = 0
+        self._claim_started_at = None  # when the last claim started (database time)
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -121,6 +126,7 @@ class Worker(ChildPool):
     def _loop(self):
         while True:
             if self._stop_requested:
+                self._collect_claim(wait=True)
                 self._stop_children()
                 self._record_successes()
                 if not self._busy() or self._stop_requested > 1:
@@ -129,20 +135,18 @@ class Worker(ChildPool):
                     logger.warning("grace period over worker_id=%s", self.worker_id)
                     return
             else:
+                claimed = self._collect_claim()
                 self._dispatch_ready()
+                if self.burst and claimed == [] and not self._busy() and not self._ready:
+                    return  # the last claim found nothing, and nothing runs
                 self._heartbeat()
                 self._maintain()
-                wanted = self._wanted()
-                claimed = self._claim(wanted)
-                self._ready.extend(claimed)
-                self._dispatch_ready()
-                if self.burst and not claimed and not self._busy() and not self._ready:
-                    return
-                if claimed and len(claimed) == wanted and self._wanted():
-                    continue  # capacity left and the queue not empty: look again at once
-                idle = self._idle() and not self._ready
+                self._claim()
+                idle = self._idle() and not self._ready and not self._claimer.busy
                 self._next_due = self._next_due_at() if idle else None
-            self._wait(self._wait_timeout())
+            if self._wait(self._wait_timeout()):
+                self._may_claim = True
+                self._news += 1
             self._enforce_limits()
 
     def _stop_children(self):
@@ -154,6 +158,11 @@ class Worker(ChildPool):
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
+        try:
+            self._collect_claim(wait=True)
+        except Exception:
+            logger.exception("claim failed worker_id=%s", self.worker_id)
+        self._claimer.close()
         self._record_successes()
         waiting, self._ready = list(self._ready), deque()
         self._hand_back(waiting)
@@ -232,6 +241,8 @@ class Worker(ChildPool):
             lambda: claiming.next_due_at(queues=self.queues), what="next_due", model=Task
         )
         seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
+        if due_at and self._claim_started_at and due_at > self._claim_started_at:
+            return time.monotonic() + max(0.0, seconds)  # due after the last claim looked
         # Due already but not claimed (taken by another worker, or its queue is paused): the
         # poll interval decides, rather than spinning.
         return time.monotonic() + seconds if seconds > 0 else None
@@ -255,7 +266,7 @@ class Worker(ChildPool):
         if size > 1:
             wanted += len(self.children) * size
         elif self._task_seconds:
-            during_claim = len(self.children) * self._claim_seconds / self._task_seconds
+            during_claim = len(self.children) * self._claimer.seconds / self._task_seconds
             wanted += min(len(self.children), math.ceil(during_claim))
         return max(0, wanted - len(self._ready))
 
@@ -264,37 +275,42 @@ class Worker(ChildPool):
             self._successes_since = time.monotonic()
         self._successes.append(success)
 
-    def _claim(self, free: int) -> list:
-        """Claim ``free`` tasks; record reported successes with the claim, all or nothing.
+    def _claim(self):
+        """Start a claim, in the claim thread, if tasks are wanted and none is under way.
 
-        One round trip and one commit for both (a commit costs a disk flush on PostgreSQL): a
-        fault leaves both undone and both are tried again, so a success is never recorded twice
-        nor lost. With nothing to claim, successes are written once they have waited
-        ``SUCCESS_DELAY`` or are many.
+        Reported successes are recorded with it (see ``jobs.claiming.claim_and_record``). With
+        nothing to claim, they are written once they have waited ``SUCCESS_DELAY`` or are many.
         """
-        if free <= 0:
+        if self._claimer.busy:
+            return
+        wanted = self._wanted() if self._may_claim else 0
+        if wanted <= 0:
             overdue = time.monotonic() - self._successes_since >= self.SUCCESS_DELAY
-            if overdue or len(self._successes) >= self.SUCCESS_BATCH:
+            if self._successes and (overdue or len(self._successes) >= self.SUCCESS_BATCH):
                 self._record_successes()
-            return []
-        successes = self._successes
+            return
 
         def after_fault():
             self._next_heartbeat = 0.0  # a claim may have committed unseen: check at once
 
-        def round_trip():
-            claimed, _ = claiming.claim_and_record(
-                self.worker_id, free, successes, queues=self.queues,
-                lease_seconds=self.lease_seconds,
-            )  # fmt: skip
-            return claimed
+        successes, self._successes = self._successes, []
+        self._news_at_claim, self._claim_started_at = self._news, timezone.now()
+        self._claimer.start(wanted, successes, on_fault=after_fault)
 
-        started = time.monotonic()
-        claimed = retry_on_database_error(
-            round_trip, what="claim", model=Task, on_fault=after_fault
-        )
-        self._claim_seconds = 0.8 * self._claim_seconds + 0.2 * (time.monotonic() - started)
-        self._successes = self._successes[len(successes) :]
+    def _collect_claim(self, *, wait=False) -> list | None:
+        """Take in the tasks of a finished claim (None if no claim finished)."""
+        recording = self._claimer.recording
+        try:
+            claimed = self._claimer.collect(wait=wait)
+        except Exception:
+            self._successes = recording + self._successes  # not recorded: they stay to do
+            raise
+        if claimed is not None:
+            self._ready.extend(claimed)
+            if len(claimed) < self._claimer.wanted:
+                # Nothing more was due: look again on news, or at once if news came in while
+                # the claim ran (a task enqueued after its snapshot).
+                self._may_claim = self._news != self._news_at_claim
         return claimed
 
     def _record_successes(self):
@@ -316,76 +332,3 @@ class Worker(ChildPool):
             logger.exception("recording successes failed, will try again count=%d", len(successes))
             return
         self._successes = []
-
-    def _register(self):
-        hostname, pid, _ = self.worker_id.rsplit(":", 2)
-        WorkerRecord.objects.create(
-            id=self.worker_id,
-            hostname=hostname,
-            pid=int(pid),
-            queues=self.queues,
-            concurrency=self.concurrency,
-        )
-
-    def _unregister(self):
-        now = timezone.now()
-        WorkerRecord.objects.filter(pk=self.worker_id).update(
-            stopped_at=now, in_flight=0, last_heartbeat_at=now
-        )
-
-    def _heartbeat(self):
-        """Say this worker is alive, renew its leases, and stop tasks cancelled long ago."""
-        if time.monotonic() < self._next_heartbeat:
-            return
-        self._next_heartbeat = time.monotonic() + min(
-            self.lease_seconds / 3, jobs_settings.CANCEL_GRACE / 2
-        )
-
-        def beat():
-            now = timezone.now()
-            # Only the leases of tasks this worker holds: a claim whose reply was lost to a
-            # database fault leaves rows "running" here that it does not have; those are handed
-            # back.
-            running = [claimed.id for claimed in self._in_hand()]
-            running += [success.task_id for success in self._successes]
-            mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
-            mine.filter(pk__in=running).update(
-                lease_expires_at=now + timedelta(seconds=self.lease_seconds)
-            )
-            for lost in mine.exclude(pk__in=running):
-                if transitions.release(lost):
-                    logger.warning("lost claim handed back task_id=%s", lost.pk)
-            WorkerRecord.objects.filter(pk=self.worker_id).update(
-                last_heartbeat_at=now, in_flight=len(running)
-            )
-            overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
-            return set(
-                mine.filter(pk__in=running, cancel_requested_at__lte=overdue).values_list(
-                    "pk", flat=True
-                )
-            )
-
-        try:
-            ignoring_cancel = retry_on_database_error(beat, what="heartbeat", model=Task)
-        except Exception:
-            logger.exception("heartbeat failed worker_id=%s", self.worker_id)
-            return
-        # The claim itself skips paused queues; this only tells the operator reading the log.
-        self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
-        for child in list(self.children):
-            running = child.running()
-            task_id = child.batch[running[0]].id if running else None
-            if task_id in ignoring_cancel:
-                logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
-                self._kill_and_replace(child, "cancel")
-
-    def _maintain(self):
-        if time.monotonic() < self._next_maintenance:
-            return
-        self._next_maintenance = time.monotonic() + jobs_settings.MAINTENANCE_INTERVAL
-        try:
-            retry_on_database_error(
-                lambda: maintenance.run(worker_id=self.worker_id), what="maintenance", model=Task
-            )
-        except Exception:
-            logger.exception("maintenance failed worker_id=%s", self.worker_id)

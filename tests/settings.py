@@ -42,5 +42,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"jobs": {"handlers": ["console"], "level": "INFO", "propagate": True}},
+    "loggers": {
+        "jobs": {
+            "handlers": ["console"],
+            "level": os.environ.get("JOBS_LOG_LEVEL", "INFO"),
+            "propagate": True,
+        }
+    },
 }

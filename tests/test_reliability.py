@@ -15,7 +15,12 @@ from tests.testapp.models import SideEffect
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
 
-FAST = {"JOBS_LEASE_SECONDS": "1", "JOBS_MAINTENANCE_INTERVAL": "0.3", "JOBS_CANCEL_GRACE": "1"}
+FAST = {
+    "JOBS_LEASE_SECONDS": "1",
+    "JOBS_MAINTENANCE_INTERVAL": "0.3",
+    "JOBS_CANCEL_GRACE": "1",
+    "JOBS_LOG_LEVEL": "DEBUG",  # "task started" lines, for until_started
+}
 
 
 def status_of(task):
@@ -27,10 +32,17 @@ def until_status(task, *statuses, timeout=30):
     return Task.objects.get(pk=task.pk)
 
 
+def until_started(worker, task, timeout=30):
+    """Until a child of ``worker`` has started ``task``: claimed (``running``) is not enough,
+    a task claimed but not yet started is handed back at once on SIGTERM."""
+    line = f"task started name={task.name} id={task.pk}"
+    wait_for(lambda: line in worker.output, timeout, message=f"{task.name} started")
+
+
 def test_sigkill_mid_task_another_worker_finishes_it_once(start_worker):
     task = tasks.slow_on_first_attempt.enqueue("killed-once", 60)
     first = start_worker("--concurrency", "1", env=FAST)
-    until_status(task, Status.RUNNING)
+    until_started(first, task)
     first.signal(signal.SIGKILL)
     first.wait()
 
@@ -58,7 +70,7 @@ def test_a_long_task_on_a_healthy_worker_is_never_rescued(start_worker):
 def test_sigterm_lets_a_running_task_finish_within_grace(start_worker):
     task = tasks.sleep_then_effect.enqueue("graceful", 1)
     worker = start_worker("--grace", "20", env=FAST)
-    until_status(task, Status.RUNNING)
+    until_started(worker, task)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     assert status_of(task) == Status.SUCCEEDED
@@ -71,7 +83,7 @@ def test_sigterm_hands_back_a_task_that_outlasts_grace_and_another_worker_takes_
 ):
     task = tasks.slow_on_first_attempt.enqueue("handed-back", 60)
     worker = start_worker("--grace", "0.5", env=FAST)
-    until_status(task, Status.RUNNING)
+    until_started(worker, task)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output
     task.refresh_from_db()
@@ -89,7 +101,7 @@ def test_sigterm_hands_back_a_task_that_outlasts_grace_and_another_worker_takes_
 def test_a_second_signal_stops_at_once_and_still_hands_back(start_worker):
     task = tasks.slow_on_first_attempt.enqueue("twice", 60)
     worker = start_worker("--grace", "300", env=FAST)
-    until_status(task, Status.RUNNING)
+    until_started(worker, task)
     worker.signal(signal.SIGTERM)
     time.sleep(0.3)
     worker.signal(signal.SIGINT)
@@ -147,8 +159,8 @@ def test_children_are_recycled_after_n_tasks(runworker):
 
 def test_cancel_of_a_running_task_that_checks(start_worker):
     task = tasks.checks_for_cancel.enqueue()
-    start_worker(env=FAST)
-    until_status(task, Status.RUNNING)
+    worker = start_worker(env=FAST)
+    until_started(worker, task)
     from jobs import transitions
 
     transitions.cancel(Task.objects.get(pk=task.pk))
@@ -159,8 +171,8 @@ def test_cancel_of_a_running_task_that_checks(start_worker):
 def test_cancel_of_a_running_task_that_never_checks(start_worker):
     task = tasks.ignores_cancel.enqueue()
     after = tasks.add.enqueue(3, 3)
-    start_worker("--concurrency", "1", env=FAST)
-    until_status(task, Status.RUNNING)
+    worker = start_worker("--concurrency", "1", env=FAST)
+    until_started(worker, task)
     from jobs import transitions
 
     transitions.cancel(Task.objects.get(pk=task.pk))
