@@ -47,6 +47,8 @@ def validate_json(value, path: str = "value"):
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
+# One encoder for every payload: json.dumps(..., separators=...) builds a new one per call.
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def is_flat(args, kwargs) -> bool:
@@ -72,7 +74,7 @@ def encode_payload(args, kwargs, path: str = "", *, limit: int | None = None) ->
         validate_json(kwargs, f"{path}kwargs")
     payload = {"args": args, "kwargs": kwargs}
     # ASCII only (the default), so the length of the text is its size in bytes.
-    text = json.dumps(payload, separators=(",", ":"))
+    text = compact_json(payload)
     limit = jobs_settings.MAX_PAYLOAD_BYTES if limit is None else limit
     if len(text) > limit:
         raise PayloadError(
