@@ -72,9 +72,10 @@ def main():
     setup_django(args.database)
     for processes in (1, 2):
         rates = [run(args.tasks, processes, args.batch) for _ in range(args.runs)]
+        median = statistics.median(rates)
         print(
-            f"{processes} process(es), {args.batch} per claim: median {statistics.median(rates):,.0f}"
-            f" tasks/s ({min(rates):,.0f} .. {max(rates):,.0f})",
+            f"{processes} process(es), {args.batch} per claim: median {median:,.0f} tasks/s"
+            f" ({min(rates):,.0f} .. {max(rates):,.0f})",
             flush=True,
         )
 

@@ -1,21 +1,22 @@
 """Defining tasks (the ``@task`` decorator), finding them by name, and enqueueing them."""
 
 import contextlib
-import json
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobs import signals
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
+from jobs.inserting import SET_BY_ENQUEUE, insert_many, insert_one, new_task
 from jobs.models import Task
-from jobs.payload import build_payload, validate_json
+from jobs.payload import compact_json, encode_payload, is_flat
 from jobs.retry import Backoff
 
 logger = logging.getLogger(__name__)
@@ -146,10 +147,15 @@ def enqueue(definition, args=(), kwargs=None, *, options: EnqueueOptions | None 
     """
     if isinstance(definition, str):
         definition = get_task(definition)
-    options = replace(options or EnqueueOptions(), **extra)
+    if extra:
+        options = replace(options or EnqueueOptions(), **extra)
+    elif options is None:
+        options = _NO_OPTIONS
+    payload, text = encode_payload(args, kwargs or {})
     return create_task(
         name=definition.name,
-        payload=build_payload(args, kwargs or {}),
+        payload=payload,
+        payload_text=text,
         queue=options.queue or definition.queue,
         priority=definition.priority if options.priority is None else options.priority,
         max_attempts=options.max_attempts or definition.max_attempts,
@@ -158,6 +164,9 @@ def enqueue(definition, args=(), kwargs=None, *, options: EnqueueOptions | None 
         summary=options.summary,
         idempotency_key=options.idempotency_key,
     )
+
+
+_NO_OPTIONS = EnqueueOptions()
 
 
 def enqueue_many(
@@ -177,27 +186,43 @@ def enqueue_many(
     options = replace(options or EnqueueOptions(), **extra)
     if options.idempotency_key is not None:
         raise ValueError("enqueue_many takes no idempotency_key: it names one task.")
-    owner = options.owner
-    if owner is not None and not getattr(owner, "is_authenticated", True):
-        owner = None
-    summary = options.summary if len(options.summary) <= 255 else options.summary[:254] + "…"
     now = timezone.now()
-    template = Task(
-        name=definition.name,
-        queue=options.queue or definition.queue,
-        priority=definition.priority if options.priority is None else options.priority,
-        max_attempts=options.max_attempts or definition.max_attempts,
-        run_after=resolve_run_after(options.run_after, options.delay),
-        owner=owner,
-        summary=summary,
-        created_at=now,
-        updated_at=now,
-    )
-    rows = [(uuid.uuid4(), _payload_json(call, number)) for number, call in enumerate(calls)]
+    template = {
+        "name": definition.name,
+        "backend": "",
+        "queue": options.queue or definition.queue,
+        "priority": definition.priority if options.priority is None else options.priority,
+        "max_attempts": options.max_attempts or definition.max_attempts,
+        "run_after": resolve_run_after(options.run_after, options.delay),
+        "owner": _real_owner(options.owner),
+        "summary": _short(options.summary),
+        "idempotency_key": None,
+        "created_at": now,
+        "updated_at": now,
+    }
+    limit = jobs_settings.MAX_PAYLOAD_BYTES
+    texts = []
+    for number, call in enumerate(calls):
+        args, kwargs = _split_call(call, number)
+        # Flat arguments, the common case, are JSON text after one dumps and a length check.
+        if is_flat(args, kwargs):
+            text = compact_json({"args": args, "kwargs": kwargs})
+            if len(text) > limit:
+                encode_payload(args, kwargs, f"calls[{number}] ", limit=limit)  # raises
+        else:
+            text = encode_payload(args, kwargs, f"calls[{number}] ", limit=limit)[1]
+        texts.append(text)
+    # Version 4 ids, as uuid.uuid4() makes them, from one read of the system's random source
+    # instead of one per task (that read is most of uuid4's cost: 7 µs here, 2.6 µs this way).
+    randoms = os.urandom(16 * len(texts))
+    rows = [
+        (uuid.UUID(bytes=randoms[at : at + 16], version=4), text)
+        for at, text in zip(range(0, len(randoms), 16), texts, strict=True)
+    ]
     using = router.db_for_write(Task)
     with transaction.atomic(using=using):
         for start in range(0, len(rows), batch_size):
-            insert_rows(template, rows[start : start + batch_size], using=using)
+            insert_many(template, rows[start : start + batch_size], using=using)
     ids = [task_id for task_id, _ in rows]
     if ids and signals.task_enqueued.has_listeners(Task):
         for created in Task.objects.using(using).filter(pk__in=ids).iterator():
@@ -206,62 +231,23 @@ def enqueue_many(
     return ids
 
 
-def insert_rows(template: Task, rows, *, using: str):
-    """INSERT ``rows`` (id, payload JSON text) as tasks with every other column of ``template``.
-
-    One statement per batch, without a model instance per row: on PostgreSQL the ids and
-    payloads travel as two arrays (``unnest``); SQLite runs a prepared INSERT per row.
-    """
-    connection = connections[using]
-    fields = [field for field in Task._meta.concrete_fields if field.name not in ("id", "payload")]
-    columns = [field.column for field in fields]
-    values = [
-        field.get_db_prep_save(getattr(template, field.attname), connection) for field in fields
-    ]
-    quote = connection.ops.quote_name
-    names = ", ".join(quote(column) for column in ["id", "payload", *columns])
-    table = quote(Task._meta.db_table)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"INSERT INTO {table} ({names}) SELECT u.id, u.payload::jsonb, "
-                f"{', '.join(['%s'] * len(values))} "
-                "FROM unnest(%s::uuid[], %s::text[]) AS u(id, payload)",
-                [*values, [row[0] for row in rows], [row[1] for row in rows]],
-            )
-        else:
-            marks = ", ".join(["%s"] * (len(values) + 2))
-            cursor.executemany(
-                f"INSERT INTO {table} ({names}) VALUES ({marks})",
-                [(task_id.hex, payload, *values) for task_id, payload in rows],
-            )
-
-
-_SCALARS = frozenset({str, int, bool, type(None)})
-
-
-def _payload_json(call, number: int) -> str:
-    args, kwargs = _split_call(call, number)
-    # The common case, flat arguments of plain types, needs no walk through the values.
-    flat = all(type(arg) in _SCALARS for arg in args) and all(
-        type(key) is str and type(value) in _SCALARS for key, value in kwargs.items()
-    )
-    if not flat:
-        validate_json(args, f"calls[{number}] args")
-        validate_json(kwargs, f"calls[{number}] kwargs")
-    text = json.dumps({"args": args, "kwargs": kwargs}, separators=(",", ":"))
-    limit = jobs_settings.MAX_PAYLOAD_BYTES
-    if len(text) > limit // 4 and len(text.encode()) > limit:
-        build_payload(args, kwargs)  # raises the usual PayloadError, with the size
-    return text
-
-
 def _split_call(call, number: int):
     if isinstance(call, list | tuple):
         if len(call) == 2 and isinstance(call[1], dict) and isinstance(call[0], list | tuple):
             return list(call[0]), call[1]
         return list(call), {}
     raise TypeError(f"calls[{number}] is {call!r}: pass a tuple of arguments, or (args, kwargs).")
+
+
+def _real_owner(owner):
+    """``owner``, or None for an anonymous visitor, who owns nothing."""
+    if owner is not None and not getattr(owner, "is_authenticated", True):
+        return None
+    return owner
+
+
+def _short(summary: str) -> str:
+    return summary if len(summary) <= 255 else summary[:254] + "…"
 
 
 def resolve_run_after(run_after=None, delay=None):
@@ -276,34 +262,52 @@ def resolve_run_after(run_after=None, delay=None):
     return run_after or timezone.now()
 
 
-def create_task(*, idempotency_key=None, summary="", **fields) -> Task:
-    """Insert one task row; with an idempotency key, return the existing row on a duplicate."""
-    owner = fields.get("owner")
-    if owner is not None and not getattr(owner, "is_authenticated", True):
-        fields["owner"] = None  # an anonymous visitor owns nothing
-    if len(summary) > 255:
-        summary = summary[:254] + "…"
-    task = Task(idempotency_key=idempotency_key, summary=summary, **fields)
-    if idempotency_key is None:
-        task.save(force_insert=True)
-        task.created = True
-        signals.send_on_commit(signals.task_enqueued, task)
-        return task
+def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields) -> Task:
+    """Insert one task row; with an idempotency key, return the existing row on a duplicate.
+
+    ``fields`` are Task fields; ``payload_text`` is the JSON of ``payload`` when the caller
+    has it already (``encode_payload``), to save encoding it twice.
+    """
     using = router.db_for_write(Task)
-    try:
-        # A savepoint, so that a duplicate does not break the caller's own transaction.
-        with transaction.atomic(using=using):
-            task.save(force_insert=True, using=using)
-    except IntegrityError:
+    now = timezone.now()
+    values = {
+        "backend": "",
+        "queue": jobs_settings.DEFAULT_QUEUE,
+        "priority": jobs_settings.DEFAULT_PRIORITY,
+        "max_attempts": jobs_settings.DEFAULT_MAX_ATTEMPTS,
+        "run_after": now,
+        **fields,
+        "id": uuid.uuid4(),
+        "owner": _real_owner(fields.get("owner")),
+        "summary": _short(summary),
+        "idempotency_key": idempotency_key,
+        "created_at": now,
+        "updated_at": now,
+    }
+    unknown = values.keys() - set(SET_BY_ENQUEUE)
+    if unknown:
+        raise TypeError(f"create_task() sets no {', '.join(sorted(unknown))}")
+    payload = values.pop("payload")
+    if payload_text is None:
+        payload_text = compact_json(payload)
+    if not insert_one(values, payload_text, using=using):
+        # The key was taken, by a row committed before this statement (ON CONFLICT waited
+        # for a racing transaction to finish), so it is visible now.
         existing = (
             Task.objects.using(using)
-            .filter(name=task.name, idempotency_key=idempotency_key)
+            .filter(name=values["name"], idempotency_key=idempotency_key)
             .first()
         )
-        if existing is None:  # the error was about something else
-            raise
+        if existing is None:  # only a REPEATABLE READ snapshot older than the row gets here
+            raise IntegrityError(
+                f"The idempotency key {idempotency_key!r} of {values['name']} is taken by a "
+                "task this transaction cannot see."
+            )
         existing.created = False
         return existing
+    task = new_task(values, payload, using=using)
     task.created = True
-    signals.send_on_commit(signals.task_enqueued, task)
+    # Only when someone listens: an on-commit callback per enqueue is not free.
+    if signals.task_enqueued.has_listeners(Task):
+        signals.send_on_commit(signals.task_enqueued, task)
     return task
