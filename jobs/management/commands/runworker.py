@@ -4,6 +4,7 @@ import logging
 from django.core.management.base import BaseCommand
 
 from jobs.management.argtypes import non_negative_seconds, positive_int, positive_seconds
+from jobs.warmup import warm_children_path
 from jobs.worker import Worker
 
 
@@ -79,6 +80,8 @@ class Command(BaseCommand):
             max_tasks_per_child=options["max_tasks_per_child"],
             max_memory_per_child=options["max_memory_per_child"],
         )
+        # Before the children are forked, so that what it warms stays shared with them.
+        warm_children_path()
         exit_code = worker.run()
         if exit_code:
             raise SystemExit(exit_code)
