@@ -8,7 +8,7 @@ from django.db import connections
 from jobs.conf import DEFAULTS, jobs_settings
 
 
-@checks.register()
+@checks.register("jobs")  # tagged so that runworker, which runs only some checks, runs it
 def check_settings(app_configs, **kwargs):
     errors = []
     whole_numbers = (

@@ -25,7 +25,7 @@ from collections import deque
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from jobs import claiming, transitions
+from jobs import claiming, transitions, warmup
 from jobs.child import Child
 from jobs.claimer import Claimer
 from jobs.conf import jobs_settings
@@ -104,6 +104,7 @@ class Worker(ChildPool, Upkeep):
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
         autodiscover_modules("tasks")
         self._install_signal_handlers()
+        warmup.warm_children_path()  # before the fork, so that what it warms stays shared
         self.children = [self._spawn() for _ in range(self.concurrency)]
         retry_on_database_error(self._register, what="register_worker", model=Task)
         # Listen before the first claim: a task enqueued in between is found by that claim, and

@@ -34,3 +34,13 @@ def test_bad_values_are_reported(settings, setting, value, fragment):
 def test_checks_are_registered_with_django():
     registered = {check.__name__ for check in checks.registry.registry.get_checks()}
     assert {"check_settings", "check_sqlite_version"} <= registered
+
+
+def test_runworker_runs_the_jobs_settings_check_and_no_web_check(settings):
+    from django.core.management import load_command_class
+
+    settings.JOBS_CONCURRENCY = 0
+    command = load_command_class("jobs", "runworker")
+    selected = checks.run_checks(tags=command.requires_system_checks)
+    assert "jobs.E001" in [error.id for error in selected]
+    assert not {"urls", "templates", "admin"} & set(command.requires_system_checks)

@@ -1,6 +1,7 @@
 import argparse
 import logging
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand
 
 from jobs.management.argtypes import non_negative_seconds, positive_int, positive_seconds
@@ -15,6 +16,10 @@ def queue_list(text):
 
 
 class Command(BaseCommand):
+    # The checks that concern a worker. The others (URLs, templates, admin, static files,
+    # security) would import the project's URLconf and views, about 6 MiB that this process and
+    # its children would hold for nothing; `manage.py check` and the web process still run them.
+    requires_system_checks = [Tags.models, Tags.compatibility, Tags.caches, Tags.signals, "jobs"]
     help = "Run a jobs worker: claim due tasks and run them until stopped (SIGTERM/SIGINT)."
 
     def add_arguments(self, parser):
