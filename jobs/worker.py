@@ -258,8 +258,8 @@ class Worker(ChildPool, Upkeep):
         """How many tasks to claim: a batch for each idle child, and some to keep at hand.
 
         At hand, so that a child that finishes gets its next task at once rather than after a
-        claim: with quick tasks a batch per child; with slower ones as many as the children
-        finish, together, during one claim (at least one, at most one per child). A worker of
+        claim: with quick tasks a batch per child; with slower ones about twice as many as the
+        children finish, together, during one claim (at most one per child). A worker of
         slow tasks thus holds about as many as it runs, and leaves the rest to other workers.
         """
         size = self._batch_size()
@@ -268,7 +268,8 @@ class Worker(ChildPool, Upkeep):
             wanted += len(self.children) * size
         elif self._task_seconds:
             during_claim = len(self.children) * self._claimer.seconds / self._task_seconds
-            wanted += min(len(self.children), math.ceil(during_claim))
+            # Twice that, and one: claims vary in length, and finishes bunch up.
+            wanted += min(len(self.children), math.ceil(2 * during_claim) + 1)
         return max(0, wanted - len(self._ready))
 
     def _add_success(self, success: transitions.Success):
