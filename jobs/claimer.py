@@ -46,7 +46,7 @@ class Claimer:
         def round_trip():
             started = time.monotonic()
             try:
-                claimed = retry_on_database_error(
+                return retry_on_database_error(
                     lambda: claiming.claim_and_record(
                         self.worker_id, wanted, successes, queues=self.queues,
                         lease_seconds=self.lease_seconds,
@@ -55,10 +55,11 @@ class Claimer:
                 )  # fmt: skip
             finally:
                 self.seconds = 0.8 * self.seconds + 0.2 * (time.monotonic() - started)
-                os.write(self._wakeup_fd, b"\0")
-            return claimed
 
         self._future = self._executor.submit(round_trip)
+        # Wake the loop once the outcome is set, not before: a loop woken by the function's own
+        # last line would find the claim not done yet, and sleep a whole poll interval.
+        self._future.add_done_callback(lambda _: os.write(self._wakeup_fd, b"\0"))
 
     def collect(self, *, wait: bool = False) -> list | None:
         """The tasks the claim took once it is done (None while it runs, or if none ran).

@@ -309,6 +309,10 @@ class Worker(ChildPool, Upkeep):
             raise
         if claimed is not None:
             self._ready.extend(claimed)
+            logger.debug(
+                "claimed count=%d wanted=%d ready=%d", len(claimed), self._claimer.wanted,
+                len(self._ready),
+            )  # fmt: skip
             if len(claimed) < self._claimer.wanted:
                 # Nothing more was due: look again on news, or at once if news came in while
                 # the claim ran (a task enqueued after its snapshot).
