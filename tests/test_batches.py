@@ -188,3 +188,36 @@ def test_claim_and_record_records_successes_and_claims_at_once(
     )  # fmt: skip
     assert Task.objects.get(pk=taken_over.pk).status == Status.RUNNING
     assert Task.objects.get(pk=waiting.pk).status == Status.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)  # the claim thread has a connection of its own
+def test_the_claim_thread_wakes_the_loop_only_once_its_claim_is_done(monkeypatch):
+    import os
+    import select
+    from concurrent.futures import Future
+
+    from jobs.claimer import Claimer
+
+    set_result = Future.set_result
+
+    def slow_set_result(future, result):  # widens the window a too early wake-up falls in
+        time.sleep(0.05)
+        set_result(future, result)
+
+    monkeypatch.setattr(Future, "set_result", slow_set_result)
+    waiting = TaskFactory()
+    wake_read, wake_write = os.pipe()
+    claimer = Claimer("w", [], 30, wake_write)
+    try:
+        for _ in range(3):  # a wake-up before the outcome is set would show as None here
+            claimer.start(1, [])
+            assert select.select([wake_read], [], [], 10)[0]
+            os.read(wake_read, 64)
+            claimed = claimer.collect()
+            assert claimed is not None
+            assert [c.id for c in claimed] in ([waiting.pk], [])
+    finally:
+        claimer.close()
+        os.close(wake_read)
+        os.close(wake_write)
+    assert Task.objects.get(pk=waiting.pk).worker_id == "w"
