@@ -29,6 +29,11 @@ class Listener:
         self._retry_at = 0.0
 
     @property
+    def connection(self):
+        """The LISTEN connection now (a new object after a reconnect), or None."""
+        return self._connection
+
+    @property
     def connected(self) -> bool:
         return self._connection is not None and not self._connection.closed
 

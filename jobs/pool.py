@@ -8,9 +8,9 @@ database duties and the lifecycle. Only ``Worker`` uses it.
 import json
 import logging
 import os
+import selectors
 import time
 from datetime import UTC, datetime
-from multiprocessing.connection import wait
 
 from jobs import executor, transitions
 from jobs.child import Child, start_child
@@ -102,24 +102,43 @@ class ChildPool:
         finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
         claim thread saying it is done).
         """
-        sources = [self._wakeup_read]
         listen_fd = self.listener.fileno()
-        if listen_fd is not None:
-            sources.append(listen_fd)
-        for child in self.children:
-            sources.extend([child.conn, child.process.sentinel])
-        ready = wait(sources, timeout)
-        if self._wakeup_read in ready:
+        events = self._selector(listen_fd).select(timeout)
+        replies = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "reply"}
+        exits = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "exit"}
+        if any(key.data is None for key, _ in events):
             os.read(self._wakeup_read, 64)
-        if listen_fd is not None and listen_fd in ready:
+        if any(key.data == ("listen", None) for key, _ in events):
             queues = self.listener.drain()
             logger.debug("woken queues=%s", ",".join(sorted(queues)))
         for child in list(self.children):
-            if child.conn in ready:
+            if id(child) in replies:
                 self._receive(child)
-            elif child.process.sentinel in ready:
+            elif id(child) in exits:
                 self._lost(child)
-        return ready != [self._wakeup_read]
+        return not events or any(key.data is not None for key, _ in events)
+
+    def _selector(self, listen_fd):
+        """What ``_wait`` waits on, kept between calls: registering two descriptors per child
+        at every call was most of the cost of a wait. Built again when the children or the
+        LISTEN connection change; it holds the objects it was built for, so that none is freed
+        and another takes its place (and its descriptor numbers) unnoticed."""
+        built_for = (self.listener.connection, *self.children)
+        stale = len(built_for) != len(self._selector_built_for) or any(
+            now is not then for now, then in zip(built_for, self._selector_built_for, strict=True)
+        )
+        if stale:
+            if self._selector_now is not None:
+                self._selector_now.close()
+            selector = selectors.DefaultSelector()
+            selector.register(self._wakeup_read, selectors.EVENT_READ, None)
+            if listen_fd is not None:
+                selector.register(listen_fd, selectors.EVENT_READ, ("listen", None))
+            for child in self.children:
+                selector.register(child.conn.fileno(), selectors.EVENT_READ, ("reply", child))
+                selector.register(child.process.sentinel, selectors.EVENT_READ, ("exit", child))
+            self._selector_now, self._selector_built_for = selector, built_for
+        return self._selector_now
 
     def _receive(self, child: Child):
         while True:  # every reply waiting, so a child's final one is never left for later

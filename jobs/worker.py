@@ -81,6 +81,7 @@ class Worker(ChildPool, Upkeep):
         self._next_maintenance = 0.0
         self._next_due = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
+        self._selector_now, self._selector_built_for = None, ()  # see ChildPool._selector
         self._paused = frozenset()  # queues of this worker paused, as last logged
         self._successes: list[transitions.Success] = []  # reported by children, not recorded
         self._successes_since = 0.0  # monotonic time the oldest of them was reported
@@ -178,6 +179,8 @@ class Worker(ChildPool, Upkeep):
             if child.process.is_alive():
                 child.kill("shutdown")
         self.listener.close()
+        if self._selector_now is not None:
+            self._selector_now.close()
         retry_on_database_error(self._unregister, what="unregister_worker", model=Task)
         logger.info("worker stopped worker_id=%s", self.worker_id)
 
