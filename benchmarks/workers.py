@@ -302,7 +302,7 @@ def main():
     parser.add_argument("--only", default=",".join(MEASUREMENTS), help="measurements to run")
     parser.add_argument("--enqueue-one", type=int, default=2000, help="tasks, one at a time")
     parser.add_argument("--enqueue-bulk", type=int, default=100_000, help="tasks in bulk")
-    parser.add_argument("--drain", type=int, default=10_000, help="no-op tasks to drain")
+    parser.add_argument("--drain", type=int, default=20_000, help="no-op tasks to drain")
     parser.add_argument("--concurrency", type=int, default=4, help="children per worker (drain)")
     parser.add_argument("--pickup", type=int, default=200, help="tasks, 20 ms apart")
     parser.add_argument("--mixed", type=int, default=4000, help="50 ms tasks, 2 workers x 20")

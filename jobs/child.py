@@ -65,7 +65,8 @@ class Child:
         number, index, started = self.slot.current()
         if number != self.batch_number:  # the child has not started the batch yet
             return min(self.batch), self.dispatched
-        return (index, started) if index in self.batch else None
+        # No task of this batch started before it was sent: never trust an earlier time.
+        return (index, max(started, self.dispatched)) if index in self.batch else None
 
     def deadline(self) -> float | None:
         """When the running task overruns its timeout (monotonic), if a task is running."""

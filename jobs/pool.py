@@ -253,8 +253,12 @@ class ChildPool:
                 continue
             deadline = child.deadline()
             if deadline is not None and now >= deadline:
-                running = child.batch[child.running()[0]]
-                logger.warning("task timed out id=%s name=%s", running.id, running.name)
+                index, started = child.running()
+                running = child.batch[index]
+                logger.warning(
+                    "task timed out id=%s name=%s timeout=%gs ran=%.3fs",
+                    running.id, running.name, child.timeouts[index], now - started,
+                )  # fmt: skip
                 self._kill_and_replace(child, "timeout")
             elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
                 logger.warning("task over memory limit pid=%s", child.pid)

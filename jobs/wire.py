@@ -13,6 +13,7 @@ timeout without a message per task.
 import datetime
 import json
 import mmap
+import os
 import struct
 import uuid
 from dataclasses import dataclass
@@ -117,24 +118,36 @@ class Slot:
 
     Created before the fork (an anonymous shared mapping), so both processes see one copy. The
     child writes ``(batch, index, started)`` as it starts each task of a batch; the supervisor
-    reads it. A read that races a write is retried until two reads agree.
+    reads it. The child can be descheduled halfway through a write, so the record is guarded
+    like a seqlock: a counter made odd before the write and even after it; a reader retries
+    while the counter is odd or moved. (Without it, a read was seen pairing a new batch and
+    index with the slot's initial start time, 0: a no-op task "ran" for an hour and was killed.)
     """
 
-    _CURRENT = struct.Struct("qqd")  # batch number, index in the batch, monotonic start time
-    _STOP_AT = _CURRENT.size
+    _SEQ = struct.Struct("q")
+    _RECORD = struct.Struct("qqd")  # batch number, index in the batch, monotonic start time
+    _RECORD_AT = _SEQ.size
+    _STOP_AT = _RECORD_AT + _RECORD.size
 
     def __init__(self):
         self._map = mmap.mmap(-1, mmap.PAGESIZE)
+        self._seq = 0  # the writer's own count; only the child writes after the fork
         self.start(-1, -1, 0.0)
 
     def start(self, batch: int, index: int, started: float):
-        self._CURRENT.pack_into(self._map, 0, batch, index, started)
+        self._SEQ.pack_into(self._map, 0, self._seq + 1)  # odd: a write is under way
+        self._RECORD.pack_into(self._map, self._RECORD_AT, batch, index, started)
+        self._seq += 2
+        self._SEQ.pack_into(self._map, 0, self._seq)
 
     def current(self) -> tuple[int, int, float]:
         while True:
-            first = self._CURRENT.unpack_from(self._map, 0)
-            if self._CURRENT.unpack_from(self._map, 0) == first:
-                return first
+            (before,) = self._SEQ.unpack_from(self._map, 0)
+            if not before % 2:
+                record = self._RECORD.unpack_from(self._map, self._RECORD_AT)
+                if self._SEQ.unpack_from(self._map, 0) == (before,):
+                    return record
+            os.sched_yield()  # let the writer finish
 
     def ask_to_stop(self):
         """Ask the child to start no further task of its batch (it returns them instead)."""

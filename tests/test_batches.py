@@ -221,3 +221,22 @@ def test_the_claim_thread_wakes_the_loop_only_once_its_claim_is_done(monkeypatch
         os.close(wake_read)
         os.close(wake_write)
     assert Task.objects.get(pk=waiting.pk).worker_id == "w"
+
+
+def test_a_slot_read_never_returns_a_half_written_record():
+    import threading
+
+    slot = Slot()
+    slot.start(1, 0, 100.0)
+    # The writer descheduled halfway through its next write: counter odd, record half new.
+    Slot._SEQ.pack_into(slot._map, 0, slot._seq + 1)
+    Slot._RECORD.pack_into(slot._map, Slot._RECORD_AT, 2, 5, 0.0)
+    read = []
+    reader = threading.Thread(target=lambda: read.append(slot.current()), daemon=True)
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # it waits for the write to finish rather than read it half done
+    slot.start(2, 5, 200.0)
+    reader.join(5)
+    assert read == [(2, 5, 200.0)]
+    slot.close()
