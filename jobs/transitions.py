@@ -232,9 +232,11 @@ def _attempt_statements(transition, rows, *, assignments, now=None, extra=(), pa
     adapt = connection.ops.adapt_datetimefield_value
     names = ["id", "attempts", "worker_id", *(name for name, _ in extra)]
     types = ["uuid", "integer", "text", *(kind for _, kind in extra)]
+    # The rows travel as one JSON parameter that the database takes apart: one C-speed
+    # json.dumps here rather than a parameter adapted per value, and one statement text
+    # whatever the number of rows (SQLite caches a compiled statement per text; a VALUES list
+    # per row count filled its cache with large statements, 28 MiB in a worker).
     if connection.vendor == "postgresql":
-        # The rows travel as one JSON parameter, which PostgreSQL takes apart: one C-speed
-        # json.dumps here, rather than a parameter, or an array element, adapted per value.
         picks = {
             "uuid": "(e->>{n})::uuid",
             "integer": "(e->>{n})::integer",
@@ -242,34 +244,24 @@ def _attempt_statements(transition, rows, *, assignments, now=None, extra=(), pa
             "jsonb": "NULLIF(e->{n}, 'null'::jsonb)",  # JSON null: no result, SQL NULL
             "timestamptz": "(e->>{n})::timestamptz",
         }
-        selected = ", ".join(picks[kind].format(n=n) for n, kind in enumerate(types))
-        source = f"SELECT {selected} FROM jsonb_array_elements(%s::jsonb) AS e"
-        as_json = [_JSON_VALUE.get(kind) for kind in types]
-
-        def json_row(row):
-            return [
-                value if to is None or value is None else to(value)
-                for to, value in zip(as_json, row, strict=True)
-            ]
-
-        text = json.dumps([json_row(row) for row in rows])
-        chunks = [(source, [text])]
+        source = "jsonb_array_elements(%s::jsonb) AS e"
+        to_json = {"uuid": str, "timestamptz": datetime.isoformat}
     else:
-        chunks = []
-        row_sql = "(" + ", ".join(["%s"] * len(types)) + ")"
-        for start in range(0, len(rows), 500):  # SQLite caps the parameters of a statement
-            chunk = rows[start : start + 500]
-            values = []  # the VALUES rows first, in the order the statement reads them
-            for row in chunk:
-                for value, kind in zip(row, types, strict=True):
-                    if kind == "uuid":
-                        value = value.hex
-                    elif kind == "jsonb":
-                        value = None if value is None else json.dumps(value)
-                    elif isinstance(value, datetime):
-                        value = adapt(value)
-                    values.append(value)
-            chunks.append((f"VALUES {', '.join([row_sql] * len(chunk))}", values))
+        # SQLite stores ids as hex, JSON as text, datetimes as Django writes them.
+        picks = dict.fromkeys(types, "json_extract(e.value, '$[{n}]')")
+        source = "json_each(%s) AS e"
+        to_json = {"uuid": lambda value: value.hex, "jsonb": json.dumps, "timestamptz": adapt}
+    selected = ", ".join(picks[kind].format(n=n) for n, kind in enumerate(types))
+    converters = [to_json.get(kind) for kind in types]
+
+    def json_row(row):
+        return [
+            value if to is None or value is None else to(value)
+            for to, value in zip(converters, row, strict=True)
+        ]
+
+    text = json.dumps([json_row(row) for row in rows])
+    chunks = [(f"SELECT {selected} FROM {source}", [text])]
     tail = [transition.target, adapt(now)]
     tail += [adapt(value) if isinstance(value, datetime) else value for value in params]
     statements = []
@@ -285,9 +277,6 @@ def _attempt_statements(transition, rows, *, assignments, now=None, extra=(), pa
         """
         statements.append((sql, [*values, *tail]))
     return statements
-
-
-_JSON_VALUE = {"uuid": str, "timestamptz": datetime.isoformat}  # the rest is JSON already
 
 
 def _as_uuid(task_id) -> uuid.UUID:
