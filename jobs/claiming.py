@@ -10,14 +10,16 @@ its single writer lock, which is as safe, and a busy database is waited for and 
 import logging
 import random
 import time
+import uuid
 from datetime import timedelta
 
 from django.db import OperationalError, connections, router, transaction
+from django.db.models import JSONField
 from django.utils import timezone
 
 from jobs import states, transitions
 from jobs.models import QueuePause, Task
-from jobs.wire import Claimed, claimed_from_task
+from jobs.wire import Claimed
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +77,23 @@ def _claim_sql(connection, queue_count: int, returning: str = "task.*", recorded
                 FROM claimed {also_recorded}
             ) AS out ORDER BY kind, priority DESC, run_after
         """
+    if returning == DISPATCH:
+        # For a worker: each row as JSON (json_object), as row_to_json gives it on PostgreSQL;
+        # SQLite cannot sort what an UPDATE returns, so the sort keys come too.
+        pairs = ", ".join(
+            f"'{field.attname}', "
+            + (f"json({field.column})" if isinstance(field, JSONField) else field.column)
+            for field in Task._meta.concrete_fields
+        )
+        returning = f"id, attempts, name, backend, priority, run_after, json_object({pairs})"
+    else:
+        returning = "*"
     # SQLite runs the whole statement under its single writer lock: nothing to skip.
     return f"""
         WITH picked AS ({pick})
         UPDATE {table} SET {assignments}
         WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
-        RETURNING *
+        RETURNING {returning}
     """
 
 
@@ -131,10 +144,25 @@ def claim_and_record(
     using = router.db_for_write(Task)
     connection = connections[using]
     if connection.vendor != "postgresql":
+        sql, params = _prepare(
+            connection, worker_id, limit, queues, lease_seconds, now, returning=DISPATCH
+        )
+
+        def claim_rows():
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return cursor.fetchall()
+
         with transaction.atomic(using=using):
             recorded = transitions.succeed_many(successes, now=now) if successes else set()
-            tasks = claim(worker_id, limit, queues=queues, lease_seconds=lease_seconds, now=now)
-        return [claimed_from_task(task) for task in tasks], recorded
+            rows = _with_retry(connection, claim_rows) if limit > 0 else []
+        # Highest priority first, then longest due (run_after as stored sorts as it reads).
+        rows.sort(key=lambda row: (-row[4], row[5]))
+        claimed = [
+            Claimed(uuid.UUID(task_id), attempts, worker_id, name, backend, text.encode())
+            for task_id, attempts, name, backend, _, _, text in rows
+        ]
+        return claimed, recorded
     if limit <= 0:
         return [], transitions.succeed_many(successes, now=now) if successes else set()
     recording, recorded_sql, params = [], "", []

@@ -96,15 +96,22 @@ def task_from_values(values: dict) -> Task:
 def _converter(field):
     """How a column's JSON value becomes the field's value; None where it already is one."""
     if isinstance(field, models.DateTimeField):
-        # Both encoders write ISO 8601 with an offset (isoformat here, row_to_json on
-        # PostgreSQL), which fromisoformat reads as an aware datetime.
-        return datetime.datetime.fromisoformat
+        return _aware_datetime
+    if isinstance(field, models.BooleanField):
+        return bool  # SQLite's json_object gives 0 or 1
     if isinstance(field, models.UUIDField):
         return uuid.UUID
     plain = models.JSONField | models.CharField | models.TextField | models.IntegerField
     if isinstance(field, plain | models.BooleanField | models.ForeignKey):
         return None  # JSON holds these as they are (strings, numbers, booleans)
     return field.to_python
+
+
+def _aware_datetime(text: str) -> datetime.datetime:
+    # isoformat here and row_to_json on PostgreSQL write an offset; SQLite's json_object gives
+    # the stored text, UTC without one (Django stores aware datetimes so there).
+    value = datetime.datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
 def batch_message(number: int, tasks: list[Claimed], budget: float) -> bytes:
