@@ -55,4 +55,24 @@ def check_sqlite_version(app_configs, databases=None, **kwargs):
                 id="jobs.E003",
             )
         ]
+    if uses_sqlite and not sqlite_has_json():
+        return [
+            checks.Error(
+                "jobs needs SQLite's JSON functions (json_each, json_extract, json_object: built "
+                f"in since SQLite 3.38); this Python's SQLite {sqlite3.sqlite_version} lacks them.",
+                id="jobs.E004",
+            )
+        ]
     return []
+
+
+def sqlite_has_json() -> bool:
+    """Whether this Python's SQLite has the JSON functions a worker's statements use."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.execute("SELECT json_extract(json_object('a', 1), '$.a')")
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
+    return True

@@ -36,6 +36,7 @@ def test_checks_are_registered_with_django():
     assert {"check_settings", "check_sqlite_version"} <= registered
 
 
+@pytest.mark.django_db  # Django 6's checks of these tags may query the database
 def test_runworker_runs_the_jobs_settings_check_and_no_web_check(settings):
     from django.core.management import load_command_class
 
@@ -44,3 +45,17 @@ def test_runworker_runs_the_jobs_settings_check_and_no_web_check(settings):
     selected = checks.run_checks(tags=command.requires_system_checks)
     assert "jobs.E001" in [error.id for error in selected]
     assert not {"urls", "templates", "admin"} & set(command.requires_system_checks)
+
+
+def test_sqlite_without_json_functions_is_reported(monkeypatch):
+    from django.db import connection
+
+    from jobs import checks as jobs_checks
+
+    assert jobs_checks.sqlite_has_json()  # this machine's SQLite has them
+    monkeypatch.setattr(jobs_checks, "sqlite_has_json", lambda: False)
+    errors = jobs_checks.check_sqlite_version(None, databases=["default"])
+    if connection.vendor == "sqlite":
+        assert [error.id for error in errors] == ["jobs.E004"]
+    else:
+        assert errors == []  # PostgreSQL needs nothing of SQLite
