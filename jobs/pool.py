@@ -2,7 +2,8 @@
 
 A mixin of ``jobs.worker.Worker``, kept apart so that each module stays readable: this half
 knows the children (which task each runs, since when, until when), the worker half knows the
-database duties and the lifecycle. Only ``Worker`` uses it.
+lifecycle and the claims, ``jobs.upkeep`` the heartbeat and maintenance. Only ``Worker`` uses
+it.
 """
 
 import json

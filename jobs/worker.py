@@ -1,15 +1,15 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
-The supervisor never runs task code. It claims due tasks in one statement, as many as its
-children can take (a batch each, sized so that a batch of recent tasks' length fits
-``JOBS_BATCH_SECONDS``; one task each while tasks are slow), and when tasks are quick one batch
-more per child, so a child that finishes never waits for a claim. It hands each child a batch;
-records the successes children report, many per statement and in the same transaction as its
-next claim (failures and retries the child records itself); renews the leases of everything it
-holds; kills a child whose running task overruns its timeout, ignores a cancellation, or grows
-past the memory limit, and hands back the rest of that child's batch; replaces children that
-exit; and on SIGTERM/SIGINT stops claiming, has children start nothing more, lets running tasks
-finish within the grace period, then hands back the rest so another worker takes them at once.
+The supervisor never runs task code. It claims due tasks in one statement, in a thread of its
+own (``jobs.claimer``), as many as its children can take (a batch each, sized so that a batch of
+recent tasks' length fits ``JOBS_BATCH_SECONDS``; one task each while tasks are slow) and some
+more to keep at hand, so a child that finishes never waits for a claim. It hands each child a
+batch; records the successes children report, many at once and with its next claim (failures
+and retries the child records itself); renews the leases of everything it holds; kills a child
+whose running task overruns its timeout, ignores a cancellation, or grows past the memory
+limit, and hands back the rest of that child's batch; replaces children that exit; and on
+SIGTERM/SIGINT stops claiming, has children start nothing more, lets running tasks finish within
+the grace period, then hands back the rest so another worker takes them at once.
 The pool of children (spawning, dispatching, replies, losses, limits) is in ``jobs.pool``.
 """
 
