@@ -111,19 +111,6 @@ def claim(worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=
     return tasks
 
 
-def claim_for_dispatch(
-    worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=None
-) -> list[Claimed]:
-    """Claim like ``claim``, but return what a worker hands to its children, not models.
-
-    On PostgreSQL each row comes back as its JSON text (``row_to_json``), which the supervisor
-    passes on to a child as it is: no model instance, no re-encoding, per task.
-    """
-    claimed, _ = claim_and_record(worker_id, limit, [], queues=queues,
-                                  lease_seconds=lease_seconds, now=now)  # fmt: skip
-    return claimed
-
-
 # What a worker's claim returns of each row on PostgreSQL (see ``_claim_sql``).
 DISPATCH = (
     "task.id, task.attempts, task.name, task.backend, task.priority, task.run_after, "
@@ -136,7 +123,9 @@ def claim_and_record(
 ) -> tuple[list[Claimed], set]:
     """Record reported ``successes`` and claim up to ``limit`` tasks, all or nothing.
 
-    Returns the claimed tasks (as ``claim_for_dispatch``) and the ids of the successes recorded.
+    Returns the claimed tasks, highest priority first, each row as the JSON a child gets (no
+    model instance: ``row_to_json`` on PostgreSQL, ``json_object`` on SQLite), and the ids of
+    the successes recorded.
     On PostgreSQL it is one statement (the successes' UPDATE runs as a CTE beside the claim's):
     one round trip and one commit for both; a fault leaves both undone, to be tried again, so a
     success is never recorded twice nor lost. Elsewhere, two statements in one transaction.

@@ -45,11 +45,6 @@ def encode_task(task: Task) -> bytes:
     ).encode()
 
 
-def claimed_from_task(task: Task) -> Claimed:
-    return Claimed(task.pk, task.attempts, task.worker_id, task.name, task.backend,
-                   encode_task(task))  # fmt: skip
-
-
 def _encode_value(value):
     # Full precision: DjangoJSONEncoder would cut datetimes to milliseconds.
     if isinstance(value, datetime.datetime):
@@ -57,11 +52,6 @@ def _encode_value(value):
     if isinstance(value, uuid.UUID):
         return str(value)
     raise TypeError(f"cannot send {type(value).__name__} to a child")
-
-
-def decode_task(message: bytes) -> Task:
-    """Rebuild the task ``encode_task`` sent, as a saved row (no query)."""
-    return task_from_values(json.loads(message))
 
 
 _FIELDS = None

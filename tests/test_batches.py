@@ -12,6 +12,7 @@ from jobs.models import Task
 from jobs.states import Status
 from jobs.wire import Claimed, Slot, batch_message, encode_task, task_from_values
 from tests.factories import TaskFactory, UserFactory
+from tests.helpers import claim_for_dispatch
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,7 @@ def test_a_claimed_row_rebuilds_the_task_exactly():
         progress_total=10,
         idempotency_key="key-1",
     )
-    (claimed,) = claiming.claim_for_dispatch("w", 5, lease_seconds=30)
+    (claimed,) = claim_for_dispatch("w", 5, lease_seconds=30)
     copy = task_from_values(json.loads(claimed.row))
     stored = Task.objects.get(pk=claimed.id)
     assert not copy._state.adding
@@ -38,7 +39,7 @@ def test_a_claimed_row_rebuilds_the_task_exactly():
 def test_claim_for_dispatch_returns_the_highest_priority_first():
     low = TaskFactory(priority=0)
     high = TaskFactory(priority=9)
-    claimed = claiming.claim_for_dispatch("w", 5, lease_seconds=30)
+    claimed = claim_for_dispatch("w", 5, lease_seconds=30)
     assert [c.id for c in claimed] == [high.pk, low.pk]
 
 

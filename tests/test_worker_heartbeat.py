@@ -10,9 +10,10 @@ from jobs.child import Child
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.states import Status
-from jobs.wire import Slot, claimed_from_task
+from jobs.wire import Slot
 from jobs.worker import Worker
 from tests.factories import TaskFactory
+from tests.helpers import claimed_from_task
 
 pytestmark = pytest.mark.django_db
 
