@@ -193,7 +193,8 @@ def run_on(index, python, wheel, scratch, variants, expect_fail, newest) -> set[
     """Install ``wheel`` in a fresh virtualenv of ``python`` and run each variant."""
     venv = scratch / f"venv-{index}"
     run([python, "-m", "venv", venv])
-    pip = [venv / "bin" / "python", "-m", "pip", "install", "--quiet"]
+    # --no-compile: byte-compiling Django for a single run costs more than it saves.
+    pip = [venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-compile"]
     run([*pip, wheel])
     installs = [None]
     if newest and _versions(venv, scratch)[0] >= (3, 12):
