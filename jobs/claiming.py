@@ -11,7 +11,6 @@ import logging
 import random
 import time
 import uuid
-from contextlib import nullcontext
 from datetime import timedelta
 
 from django.db import DatabaseError, OperationalError, connections, router, transaction
@@ -19,7 +18,7 @@ from django.db.models import JSONField
 from django.utils import timezone
 
 from jobs import states, transitions
-from jobs.db import is_connection_fault
+from jobs.db import is_connection_fault, savepoint_in_transaction
 from jobs.models import QueuePause, Task
 from jobs.wire import Claimed
 
@@ -171,8 +170,7 @@ def claim_and_record(
 
     def run():
         # In a caller's transaction, a savepoint: a refused statement would abort it whole.
-        within = transaction.atomic(using=using) if connection.in_atomic_block else nullcontext()
-        with within, connection.cursor() as cursor:
+        with savepoint_in_transaction(using), connection.cursor() as cursor:
             cursor.execute(claim_sql, params)
             return cursor.fetchall()
 

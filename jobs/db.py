@@ -3,6 +3,7 @@
 import logging
 import random
 import time
+from contextlib import nullcontext
 
 from django.db import (
     DatabaseError,
@@ -79,12 +80,9 @@ def record_isolating(items: list, record, *, using: str) -> tuple[list, list]:
     Each try runs in a savepoint when a transaction is open, so that a refused statement does
     not abort the caller's transaction (PostgreSQL aborts it whole otherwise).
     """
-    connection = connections[using]
     try:
-        if connection.in_atomic_block:
-            with transaction.atomic(using=using):
-                return list(record(items)), []
-        return list(record(items)), []
+        with savepoint_in_transaction(using):
+            return list(record(items)), []
     except DatabaseError as exc:
         if is_connection_fault(exc):
             raise
@@ -97,6 +95,14 @@ def record_isolating(items: list, record, *, using: str) -> tuple[list, list]:
     done_first, refused_first = record_isolating(items[:middle], record, using=using)
     done_last, refused_last = record_isolating(items[middle:], record, using=using)
     return done_first + done_last, refused_first + refused_last
+
+
+def savepoint_in_transaction(using: str):
+    """A savepoint if a transaction is open (nothing otherwise): around a statement the database
+    may refuse, which on PostgreSQL would otherwise abort the whole transaction."""
+    if connections[using].in_atomic_block:
+        return transaction.atomic(using=using)
+    return nullcontext()
 
 
 def _first_line(exc: BaseException) -> str:

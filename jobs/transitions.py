@@ -156,6 +156,19 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     return succeeded([success for success in successes if id(success) not in unstorable], applied)
 
 
+def unstorable_error(error: Exception) -> ErrorRecord:
+    """The error recorded for a task whose result the database refused, saying ``error``."""
+    kind = type(error)
+    # The whole text, DETAIL included ("\u0000 cannot be converted to text"), on one line.
+    reason = " ".join(str(error).split())[:500] or kind.__name__
+    return ErrorRecord(
+        user_message="The task finished, but its result could not be stored.",
+        exception=f"{kind.__module__}.{kind.__qualname__}",
+        message=f"the database refused to store the result of this task: {reason}",
+        permanent=True,
+    )
+
+
 def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
     """Fail the attempt of ``success``: the database refused its result, saying ``error``.
 
@@ -167,15 +180,7 @@ def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
 
     from jobs.db import is_connection_fault
 
-    kind = type(error)
-    # The whole text, DETAIL included ("\u0000 cannot be converted to text"), on one line.
-    reason = " ".join(str(error).split())[:500] or kind.__name__
-    record = ErrorRecord(
-        user_message="The task finished, but its result could not be stored.",
-        exception=f"{kind.__module__}.{kind.__qualname__}",
-        message=f"the database refused to store the result of this task: {reason}",
-        permanent=True,
-    )
+    record = unstorable_error(error)
     rows = Task.objects.filter(pk=success.task_id, attempts=success.attempts)
     task = rows.filter(worker_id=success.worker_id, status=Status.RUNNING).first()
     if task is None:

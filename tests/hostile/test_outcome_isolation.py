@@ -167,13 +167,24 @@ def test_claim_and_record_with_nothing_to_claim_isolates_too(refuse_success):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.process
-def test_worker_records_batch_mates_once_and_stays_up(refuse_success, start_worker):
+@pytest.mark.parametrize(
+    "settings_module",
+    [
+        SETTINGS,
+        # With the demo's receiver, each child records its own successes (jobs.executor).
+        "tests.settings",
+    ],
+    ids=["recorded-by-the-supervisor", "recorded-by-the-child"],
+)
+def test_worker_records_batch_mates_once_and_stays_up(
+    refuse_success, start_worker, settings_module
+):
     """A real worker: one success refused among many; the others succeed on their first run."""
     enqueued = [tasks.add.enqueue(n, 0) for n in range(40)]
     bad = enqueued[17]
     refuse_success([bad.pk])
 
-    worker = start_worker("--concurrency", "2", env={"DJANGO_SETTINGS_MODULE": SETTINGS})
+    worker = start_worker("--concurrency", "2", env={"DJANGO_SETTINGS_MODULE": settings_module})
 
     def all_finished():
         return not Task.objects.exclude(status__in=[Status.SUCCEEDED, Status.FAILED]).exists()
@@ -194,3 +205,19 @@ def test_worker_records_batch_mates_once_and_stays_up(refuse_success, start_work
         message="the worker to run a later task",
     )
     assert worker.process.poll() is None, worker.output
+
+
+@pytest.mark.django_db
+def test_a_success_recorded_by_the_child_fails_alone_when_refused(refuse_success):
+    """The child records a success itself when a receiver waits for it (jobs.executor.record)."""
+    from jobs import executor
+
+    bad, good = running_tasks(2)
+    refuse_success([bad.pk])
+    outcome = executor.Outcome(executor.SUCCEEDED, result="refused")
+    assert executor.record(bad, outcome) is True
+    assert (outcome.kind, outcome.result) == (executor.FAILED, None)
+    assert_failed_as_unstorable(bad, "this test refuses the success")
+    # The transaction is still usable (a savepoint took the refusal on PostgreSQL).
+    assert executor.record(good, executor.Outcome(executor.SUCCEEDED, result=1)) is True
+    assert_succeeded([good], [1])
