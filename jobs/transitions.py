@@ -20,6 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import signals, states
+from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
 from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
@@ -144,7 +145,6 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     """
     if not successes:
         return set()
-    from jobs.db import record_isolating
 
     def record(part):
         return _run_statements(succeed_many_statements(part, now=now))
@@ -178,15 +178,14 @@ def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
     """
     from django.db import DatabaseError
 
-    from jobs.db import is_connection_fault
-
     record = unstorable_error(error)
     rows = Task.objects.filter(pk=success.task_id, attempts=success.attempts)
     task = rows.filter(worker_id=success.worker_id, status=Status.RUNNING).first()
     if task is None:
         return False
     try:
-        return fail(task, record, now=now)
+        with savepoint_in_transaction(_using()):
+            return fail(task, record, now=now)
     except DatabaseError as exc:
         if is_connection_fault(exc):
             raise
