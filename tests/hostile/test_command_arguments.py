@@ -5,11 +5,15 @@ bounded number of ``jobs.management.argtypes`` (or one of the few known non-nume
 so that a new option is born with these cases.
 """
 
+import math
 import subprocess
 import sys
 
 import pytest
 from django.core.management import CommandError, call_command, get_commands, load_command_class
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from jobs import limits
 from tests.conftest import ROOT
@@ -168,3 +172,39 @@ def test_a_process_exits_2_without_a_traceback(worker_env, args):
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert f"error: argument {args[-2]}:" in done.stderr
+
+
+# Any text at all, and text shaped like a number: accepted within the bounds, or a usage error.
+NUMBER_LIKE = st.one_of(
+    st.text(max_size=60),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-(10**40), max_value=10**40).map(str),
+    st.from_regex(r"\A[ +-]?[0-9_.eE]{1,30}(inf|nan)?[ ]?\Z"),
+)
+
+
+@pytest.mark.parametrize(("command", "option"), numeric_options())
+@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=NUMBER_LIKE)
+def test_any_text_is_a_bounded_number_or_a_usage_error(command, option, text):
+    parser = parser_of(command)
+    bounds = parser._option_string_actions[option].type.bounds
+    try:
+        value = getattr(parser.parse_args([option, text]), parser_dest(parser, option))
+    except CommandError as exc:
+        refused = str(exc)
+    else:
+        refused = None
+    if refused is not None:
+        assert refused.startswith(f"Error: argument {option}:")
+        return
+    assert isinstance(value, bounds["kind"])
+    assert math.isfinite(value)
+    at_most = bounds["at_most"]
+    assert value <= (at_most() if callable(at_most) else at_most)
+    assert bounds["at_least"] is None or value >= bounds["at_least"]
+    assert bounds["above"] is None or value > bounds["above"]
+
+
+def parser_dest(parser, option):
+    return parser._option_string_actions[option].dest
