@@ -76,3 +76,102 @@ def sqlite_has_json() -> bool:
     finally:
         connection.close()
     return True
+
+
+# Seconds settings, each with the least value that makes sense (None: above 0).
+_SECONDS_AT_LEAST = {
+    "BACKOFF_MAX": None,
+    "SHUTDOWN_GRACE": 0,
+    "CANCEL_GRACE": None,
+    "MAINTENANCE_INTERVAL": None,
+    "DATABASE_RETRY_SECONDS": 0,
+    "WAITING_WARNING_SECONDS": None,
+    "WAITING_CRITICAL_SECONDS": None,
+    "RUNNING_WARNING_SECONDS": None,
+    "METRICS_WINDOW_SECONDS": None,
+    "DASHBOARD_REFRESH_SECONDS": None,
+    "PRUNE_INTERVAL": None,
+}
+# Checked above 0 by check_settings or jobs.health: here only NaN, infinity and the upper bound.
+_SECONDS_CHECKED_ELSEWHERE = (
+    "LEASE_SECONDS",
+    "POLL_INTERVAL",
+    "DEFAULT_TIMEOUT",
+    "BACKOFF_BASE",
+    "BATCH_SECONDS",
+    "HEALTH_MAX_WAIT_SECONDS",
+    "HEALTH_FAILURE_WINDOW",
+    "HEALTH_HEARTBEAT_SECONDS",
+)
+
+
+@checks.register("jobs")
+def check_numeric_limits(app_configs, **kwargs):
+    """Report numbers a worker would choke on: NaN, infinity, beyond ``jobs.limits``' bounds."""
+    from jobs import limits
+
+    errors = []
+
+    def error(name, expected):
+        value = getattr(jobs_settings, name)
+        errors.append(
+            checks.Error(f"JOBS_{name} must be {expected}, got {value!r}.", id="jobs.E021")
+        )
+
+    year = f"at most {limits.MAX_SECONDS:,} (a year)"
+    for name, least in _SECONDS_AT_LEAST.items():
+        value = getattr(jobs_settings, name)
+        too_low = limits.is_number(value) and (value < least if least == 0 else value <= 0)
+        if not limits.is_number(value) or too_low or value > limits.MAX_SECONDS:
+            low = "from 0" if least == 0 else "above 0"
+            error(name, f"a finite number of seconds {low} and {year}")
+    for name in _SECONDS_CHECKED_ELSEWHERE:
+        value = getattr(jobs_settings, name)
+        real = isinstance(value, int | float) and not isinstance(value, bool)
+        if real and (value != value or value > limits.MAX_SECONDS):  # NaN, +inf, too long
+            error(name, f"a finite number of seconds {year}")
+    factor = jobs_settings.BACKOFF_FACTOR
+    if not limits.is_number(factor) or not 1 <= factor <= 100:
+        error("BACKOFF_FACTOR", "a number from 1 to 100")
+    jitter = jobs_settings.BACKOFF_JITTER
+    if not limits.is_number(jitter) or not 0 <= jitter <= 1:
+        error("BACKOFF_JITTER", "a fraction from 0 to 1")
+    errors += _check_counts()
+    return errors
+
+
+def _check_counts():
+    from jobs import limits
+
+    errors = []
+    whole = {
+        "MAX_CONCURRENCY": 10**6,
+        "CONCURRENCY": limits.max_concurrency(),
+        "PRUNE_BATCH_SIZE": limits.MAX_BATCH_SIZE,
+        "MAX_TASKS_PER_CHILD": limits.MAX_TASKS_PER_CHILD,
+        "MAX_MEMORY_PER_CHILD": limits.MAX_MEMORY_PER_CHILD_MIB,
+    }
+    for name, most in whole.items():
+        value = getattr(jobs_settings, name)
+        if value is None and name.endswith("_PER_CHILD"):
+            continue  # no limit
+        if not isinstance(most, int) or isinstance(most, bool) or most < 1:
+            continue  # JOBS_MAX_CONCURRENCY itself is broken: reported on its own
+        # Below 1, or not whole, check_settings reports (CONCURRENCY, PRUNE_BATCH_SIZE).
+        if isinstance(value, int) and not isinstance(value, bool) and value > most:
+            hint = " (JOBS_MAX_CONCURRENCY raises the limit)" if name == "CONCURRENCY" else ""
+            errors.append(
+                checks.Error(
+                    f"JOBS_{name} must be at most {most:,}, got {value!r}{hint}.", id="jobs.E022"
+                )
+            )
+        elif name not in ("CONCURRENCY", "PRUNE_BATCH_SIZE") and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            errors.append(
+                checks.Error(
+                    f"JOBS_{name} must be a whole number of at least 1, got {value!r}.",
+                    id="jobs.E022",
+                )
+            )
+    return errors

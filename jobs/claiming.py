@@ -13,11 +13,12 @@ import time
 import uuid
 from datetime import timedelta
 
-from django.db import OperationalError, connections, router, transaction
+from django.db import DatabaseError, OperationalError, connections, router, transaction
 from django.db.models import JSONField
 from django.utils import timezone
 
 from jobs import states, transitions
+from jobs.db import is_connection_fault, savepoint_in_transaction
 from jobs.models import QueuePause, Task
 from jobs.wire import Claimed
 
@@ -129,6 +130,8 @@ def claim_and_record(
     On PostgreSQL it is one statement (the successes' UPDATE runs as a CTE beside the claim's):
     one round trip and one commit for both; a fault leaves both undone, to be tried again, so a
     success is never recorded twice nor lost. Elsewhere, two statements in one transaction.
+    A success whose row the database refuses fails alone (``transitions.succeed_many``); the
+    other successes are recorded and the claim made all the same.
     """
     using = router.db_for_write(Task)
     connection = connections[using]
@@ -166,11 +169,24 @@ def claim_and_record(
     params = [*params, *claim_params]
 
     def run():
-        with connection.cursor() as cursor:
+        # In a caller's transaction, a savepoint: a refused statement would abort it whole.
+        with savepoint_in_transaction(using), connection.cursor() as cursor:
             cursor.execute(claim_sql, params)
             return cursor.fetchall()
 
-    rows = _with_retry(connection, run)
+    try:
+        rows = _with_retry(connection, run)
+    except DatabaseError as exc:
+        if is_connection_fault(exc) or not recording:
+            raise
+        # A success's row was refused (its result, a trigger): the statement did nothing. The
+        # successes go apart, where the refused one is isolated and failed, then the claim.
+        logger.warning("recording with the claim refused, recording apart count=%d", len(recording))
+        recorded = transitions.succeed_many(successes, now=now)
+        claimed, _ = claim_and_record(
+            worker_id, limit, [], queues=queues, lease_seconds=lease_seconds, now=now
+        )
+        return claimed, recorded
     claimed = [
         Claimed(task_id, attempts, worker_id, name, backend, text.encode())
         for task_id, attempts, name, backend, text in rows

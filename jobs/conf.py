@@ -22,6 +22,8 @@ DEFAULTS = {
     "LEASE_SECONDS": 60.0,
     "POLL_INTERVAL": 1.0,
     "CONCURRENCY": 4,
+    # The highest --concurrency / JOBS_CONCURRENCY a worker accepts (see jobs.limits).
+    "MAX_CONCURRENCY": 256,
     # Quick tasks go to a child in batches: at most BATCH_SIZE tasks, and no task of a batch
     # starts once the batch has run BATCH_SECONDS (the rest go back to the worker for another
     # child). Slow tasks go one at a time.

@@ -9,11 +9,12 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import DatabaseError, router
 from django.utils import timezone
 
 from jobs import signals, transitions
 from jobs.context import TaskContext
-from jobs.db import retry_on_database_error
+from jobs.db import is_connection_fault, retry_on_database_error, savepoint_in_transaction
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
 from jobs.models import Task
 from jobs.payload import validate_json
@@ -123,7 +124,7 @@ def record(task: Task, outcome: Outcome) -> bool:
     def write():
         now = timezone.now()
         if outcome.kind == SUCCEEDED:
-            return transitions.succeed(task, outcome.result, now=now)
+            return _succeed(task, outcome, now)
         if outcome.kind == CANCELLED:
             return transitions.cancel_running(task, now=now)
         if outcome.kind == RETRYING:
@@ -134,6 +135,20 @@ def record(task: Task, outcome: Outcome) -> bool:
     return retry_on_database_error(
         write, what=f"record_{outcome.kind} task_id={task.pk}", model=Task
     )
+
+
+def _succeed(task: Task, outcome: Outcome, now) -> bool:
+    """Record a success; if the database refuses its result, fail the task and say why."""
+    using = router.db_for_write(Task)
+    try:
+        with savepoint_in_transaction(using):
+            return transitions.succeed(task, outcome.result, now=now)
+    except DatabaseError as exc:
+        if is_connection_fault(exc):
+            raise  # retry_on_database_error tries again
+        outcome.kind, outcome.result = FAILED, None
+        outcome.error = transitions.unstorable_error(exc)
+        return transitions.fail(task, outcome.error, now=now)
 
 
 def _nothing_after_success(runnable: Runnable | None) -> bool:

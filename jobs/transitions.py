@@ -20,6 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import signals, states
+from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
 from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
@@ -137,11 +138,59 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     under the worker that claimed it. A success that is not recorded (a refused row, or a
     worker gone before the write) leaves its task ``running`` under a lease, so it is rescued
     and run again: at least once, never lost.
+
+    A result the database will not store (a NUL in jsonb, a trigger's refusal: any error but a
+    connection fault) fails only its own task, ``failed`` with the reason; the batch is split
+    until that task stands alone, and the others are recorded (``jobs.db.record_isolating``).
     """
     if not successes:
         return set()
-    applied = _run_statements(succeed_many_statements(successes, now=now))
-    return succeeded(successes, applied)
+
+    def record(part):
+        return _run_statements(succeed_many_statements(part, now=now))
+
+    applied, refused = record_isolating(successes, record, using=_using())
+    for success, error in refused:
+        fail_unstorable(success, error, now=now)
+    unstorable = {id(success) for success, _ in refused}
+    return succeeded([success for success in successes if id(success) not in unstorable], applied)
+
+
+def unstorable_error(error: Exception) -> ErrorRecord:
+    """The error recorded for a task whose result the database refused, saying ``error``."""
+    kind = type(error)
+    # The whole text, DETAIL included ("\u0000 cannot be converted to text"), on one line.
+    reason = " ".join(str(error).split())[:500] or kind.__name__
+    return ErrorRecord(
+        user_message="The task finished, but its result could not be stored.",
+        exception=f"{kind.__module__}.{kind.__qualname__}",
+        message=f"the database refused to store the result of this task: {reason}",
+        permanent=True,
+    )
+
+
+def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
+    """Fail the attempt of ``success``: the database refused its result, saying ``error``.
+
+    Retrying would compute the same result and be refused the same way, so it is permanent.
+    If even the failure cannot be written, the task stays ``running`` until its lease lapses
+    and it is rescued, as for a worker that died.
+    """
+    from django.db import DatabaseError
+
+    record = unstorable_error(error)
+    rows = Task.objects.filter(pk=success.task_id, attempts=success.attempts)
+    task = rows.filter(worker_id=success.worker_id, status=Status.RUNNING).first()
+    if task is None:
+        return False
+    try:
+        with savepoint_in_transaction(_using()):
+            return fail(task, record, now=now)
+    except DatabaseError as exc:
+        if is_connection_fault(exc):
+            raise
+        logger.exception("could not record the failure either task_id=%s", success.task_id)
+        return False
 
 
 def succeed_many_statements(successes: list[Success], *, now=None) -> list:
@@ -204,12 +253,18 @@ def release_many(attempts, *, now=None) -> int:
     return len(_run_statements(statements))
 
 
+def _using() -> str:
+    from django.db import router
+
+    return router.db_for_write(Task)
+
+
 def _run_statements(statements) -> list:
     """Run UPDATEs that return ids; return all the ids."""
-    from django.db import connections, router
+    from django.db import connections
 
     ids = []
-    with connections[router.db_for_write(Task)].cursor() as cursor:
+    with connections[_using()].cursor() as cursor:
         for sql, params in statements:
             cursor.execute(sql, params)
             ids += [row[0] for row in cursor.fetchall()]

@@ -164,6 +164,9 @@ def test_a_task_hanging_inside_a_batch_is_stopped_and_the_rest_run(runworker):
         assert (task.status, task.result, task.attempts) == (Status.SUCCEEDED, task.args[0] + 1, 1)
 
 
+# Outside a test's transaction, as the claim thread runs it: within one, the statement takes a
+# savepoint (a refused success must not abort the caller's transaction), two more queries.
+@pytest.mark.django_db(transaction=True)
 def test_claim_and_record_records_successes_and_claims_at_once(
     django_assert_max_num_queries, no_success_receivers
 ):

@@ -1,26 +1,55 @@
-"""Argument types shared by the jobs commands: bad input is refused where it enters, plainly."""
+"""Argument types shared by the jobs commands: bad input is refused where it enters, plainly.
+
+Every number is finite and bounded (``jobs.limits``): ``nan``, ``inf``, ``1e400`` and
+``10**30`` get argparse's usage error (exit 2), never a traceback.
+"""
 
 import argparse
+import math
+
+from jobs import limits
 
 
-def number(kind=float, *, at_least=None, above=None):
-    """Return an argparse ``type`` parsing ``kind`` (int or float) with a lower bound."""
+def shown(text: str, most: int = 40) -> str:
+    """``text`` as an error message quotes it: its repr, cut short (a 100 kB argument...)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text)} characters)"
+
+
+def number(kind=float, *, at_least=None, above=None, at_most=None, beyond=""):
+    """Return an argparse ``type`` parsing a finite ``kind`` (int or float) within bounds.
+
+    ``at_most`` may be a function, called at parse time (a bound read from a setting);
+    ``beyond`` says how to go past it, if one can.
+    """
     what = "a whole number" if kind is int else "a number"
 
     def parse(text):
         try:
             value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        except (ValueError, OverflowError):  # int("1" * 5000) is refused too: too many digits
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown(text)}") from None
+        # Only a float can be NaN or infinite (and an int may not fit one).
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {shown(text)}")
         if at_least is not None and value < at_least:
-            raise argparse.ArgumentTypeError(f"must be at least {at_least}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be at least {at_least}, got {shown(text)}")
         if above is not None and not value > above:
-            raise argparse.ArgumentTypeError(f"must be more than {above}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be more than {above}, got {shown(text)}")
+        most = at_most() if callable(at_most) else at_most
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {most:,}, got {shown(text)}{beyond and f' ({beyond})'}"
+            )
         return value
 
+    # What it accepts, for the tests that try every numeric option of every command.
+    parse.bounds = {"kind": kind, "at_least": at_least, "above": above, "at_most": at_most}
     return parse
 
 
 positive_int = number(int, at_least=1)
-positive_seconds = number(float, above=0)
-non_negative_seconds = number(float, at_least=0)
+positive_seconds = number(float, above=0, at_most=limits.MAX_SECONDS)
+non_negative_seconds = number(float, at_least=0, at_most=limits.MAX_SECONDS)
+concurrency = number(
+    int, at_least=1, at_most=limits.max_concurrency, beyond="JOBS_MAX_CONCURRENCY raises the limit"
+)

@@ -1,7 +1,9 @@
 """``manage.py jobs_health``: exit 0 when the queue is healthy, 1 with a one-line reason if not.
 
 For cron, systemd (``ExecStartPre``/timers) and Kubernetes exec probes. Exit 2 means the check
-could not run at all (the database is unreachable), which a probe should treat as a failure too.
+could not judge (the database is unreachable, a setting is broken, any other error, or an
+option argparse refused), which a probe should treat as a failure too. Never 1 for that: 1
+always means "checked, and unhealthy".
 """
 
 import json
@@ -10,26 +12,30 @@ import sys
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
-from jobs import health
-from jobs.management.argtypes import number
+from jobs import health, limits
+from jobs.management.argtypes import non_negative_seconds, number
 
 OK, UNHEALTHY, UNKNOWN = 0, 1, 2
-NON_NEGATIVE = number(float, at_least=0)
 
 
 class Command(BaseCommand):
     help = (
         "Check the queue: oldest waiting age, failure rate over a window, worker heartbeats. "
-        "Print one line; exit 0 if healthy, 1 if not, 2 if the check could not run."
+        "Print one line; exit 0 if healthy, 1 if not, 2 if it could not judge."
     )
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("--max-wait", type=NON_NEGATIVE, metavar="SECONDS")
-        parser.add_argument("--max-failure-rate", type=NON_NEGATIVE, metavar="FRACTION")
-        parser.add_argument("--window", type=NON_NEGATIVE, metavar="SECONDS")
-        parser.add_argument("--min-tasks", type=number(int, at_least=0), metavar="N")
-        parser.add_argument("--heartbeat", type=NON_NEGATIVE, metavar="SECONDS")
+        seconds = {"type": non_negative_seconds, "metavar": "SECONDS"}
+        parser.add_argument("--max-wait", **seconds)
+        parser.add_argument(
+            "--max-failure-rate", type=number(float, at_least=0, at_most=1), metavar="FRACTION"
+        )
+        parser.add_argument("--window", **seconds)
+        parser.add_argument(
+            "--min-tasks", type=number(int, at_least=0, at_most=limits.MAX_COUNT), metavar="N"
+        )
+        parser.add_argument("--heartbeat", **seconds)
         parser.add_argument(
             "--queue", action="append", default=[], help="Only judge this queue. Repeatable."
         )
@@ -45,9 +51,13 @@ class Command(BaseCommand):
         )
         try:
             verdict = health.check(thresholds, queues=options["queue"])
-        except DatabaseError as exc:
+        except Exception as exc:  # whatever it is, the probe must read "could not judge"
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            self.stdout.write(f"UNKNOWN: database unreachable: {first_line}")
+            what = "database unreachable" if isinstance(exc, DatabaseError) else "check failed"
+            reason = f"UNKNOWN: {what}: {first_line}"
+            if options["json"]:
+                reason = json.dumps({"status": "unknown", "reason": reason, "problems": []})
+            self.stdout.write(reason)
             sys.exit(UNKNOWN)
         if options["json"]:
             self.stdout.write(json.dumps(verdict.as_dict()))

@@ -1,31 +1,34 @@
 """``manage.py jobs_prune``: delete finished tasks older than their status's retention."""
 
+import argparse
 from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import pruning
-from jobs.management.argtypes import positive_int
+from jobs import limits, pruning
+from jobs.management.argtypes import number, shown
+
+batch_size = number(int, at_least=1, at_most=limits.MAX_BATCH_SIZE)
+retention_days = number(float, above=0, at_most=limits.MAX_RETENTION_DAYS)
 
 
 def keep_option(value: str):
-    """Parse ``STATUS=DAYS`` (DAYS may be a decimal, or ``forever``)."""
+    """Parse ``STATUS=DAYS`` (DAYS may be a decimal, or ``forever``); an argparse ``type``."""
     status, sep, days = value.partition("=")
     if not sep or status not in pruning.PRUNABLE:
-        raise CommandError(
+        raise argparse.ArgumentTypeError(
             f"--keep takes STATUS=DAYS with STATUS one of {', '.join(pruning.PRUNABLE)}; "
-            f"got {value!r}."
+            f"got {shown(value)}."
         )
     if days == "forever":
         return status, None
     try:
-        age = timedelta(days=float(days))
-    except ValueError:
-        raise CommandError(f"--keep {value!r}: DAYS must be a number or 'forever'.") from None
-    if age <= timedelta(0):
-        raise CommandError(f"--keep {value!r}: DAYS must be above 0.")
-    return status, age
+        return status, timedelta(days=retention_days(days))
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"DAYS of {status} must be a number or 'forever': {exc}"
+        ) from None
 
 
 class Command(BaseCommand):
@@ -42,20 +45,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--keep",
             action="append",
+            type=keep_option,
             default=[],
             metavar="STATUS=DAYS",
             help="Override the retention of one status, e.g. --keep failed=90 or "
-            "--keep failed=forever. Repeatable.",
+            f"--keep failed=forever (DAYS at most {limits.MAX_RETENTION_DAYS:,}). Repeatable.",
         )
         parser.add_argument(
             "--batch-size",
-            type=positive_int,
+            type=batch_size,
             default=None,
-            help="Rows per DELETE (default JOBS_PRUNE_BATCH_SIZE).",
+            help=f"Rows per DELETE (default JOBS_PRUNE_BATCH_SIZE; at most "
+            f"{limits.MAX_BATCH_SIZE:,}).",
         )
 
     def handle(self, *args, dry_run=False, keep=(), batch_size=None, **options):
-        overrides = dict(keep_option(value) for value in keep)
+        overrides = dict(keep)
         try:
             report = pruning.prune(overrides=overrides, batch_size=batch_size, dry_run=dry_run)
         except ImproperlyConfigured as exc:

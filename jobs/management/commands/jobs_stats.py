@@ -65,7 +65,8 @@ class Command(BaseCommand):
             type=positive_seconds,
             default=None,
             metavar="SECONDS",
-            help="Window of the failure rate (default JOBS_METRICS_WINDOW_SECONDS).",
+            help="Window of the failure rate (default JOBS_METRICS_WINDOW_SECONDS; at most a "
+            "year).",
         )
 
     def handle(self, *args, window=None, **options):

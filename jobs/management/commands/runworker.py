@@ -4,14 +4,32 @@ import logging
 from django.core.checks import Tags
 from django.core.management.base import BaseCommand
 
-from jobs.management.argtypes import non_negative_seconds, positive_int, positive_seconds
+from jobs import limits
+from jobs.management.argtypes import (
+    concurrency,
+    non_negative_seconds,
+    number,
+    positive_seconds,
+    shown,
+)
+from jobs.models import Task
 from jobs.worker import Worker
+
+tasks_per_child = number(int, at_least=1, at_most=limits.MAX_TASKS_PER_CHILD)
+memory_per_child = number(int, at_least=1, at_most=limits.MAX_MEMORY_PER_CHILD_MIB)
 
 
 def queue_list(text):
     queues = [name.strip() for name in text.split(",") if name.strip()]
     if not queues:
         raise argparse.ArgumentTypeError("name at least one queue, e.g. --queues default,emails")
+    longest = Task._meta.get_field("queue").max_length
+    for name in queues:
+        # A name no task can have; PostgreSQL would refuse a NUL in the claim, ending the worker.
+        if len(name) > longest or not name.isprintable():
+            raise argparse.ArgumentTypeError(
+                f"a queue name is at most {longest} printable characters, got {shown(name)}"
+            )
     return queues
 
 
@@ -31,9 +49,10 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
+            type=concurrency,
             default=None,
-            help="Tasks run at once (default: JOBS_CONCURRENCY).",
+            help="Tasks run at once, one child process each (default: JOBS_CONCURRENCY; at "
+            "most JOBS_MAX_CONCURRENCY, 256 unless raised).",
         )
         parser.add_argument(
             "--burst",
@@ -56,13 +75,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-tasks-per-child",
-            type=positive_int,
+            type=tasks_per_child,
             default=None,
             help="Replace a child process after this many tasks (default: never).",
         )
         parser.add_argument(
             "--max-memory-per-child",
-            type=positive_int,
+            type=memory_per_child,
             default=None,
             metavar="MIB",
             help="Stop a task whose process grows past this resident size, and replace the "

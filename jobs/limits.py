@@ -1,0 +1,32 @@
+"""Bounds of the numbers an operator gives jobs: command options and the ``JOBS_*`` settings.
+
+One place, so that ``runworker --poll-interval`` and ``JOBS_POLL_INTERVAL`` refuse the same
+values. Every number must be finite; every duration at most ``MAX_SECONDS`` (a year: a longer
+interval is a typo, and past about 2.7 million years ``timedelta`` itself overflows).
+"""
+
+import math
+
+from jobs.conf import jobs_settings
+
+MAX_SECONDS = 365 * 86400
+# Tasks run at once by one worker, one process each: past this, a typo (--concurrency 100000)
+# forks until the host runs out of memory. JOBS_MAX_CONCURRENCY raises it for a large host.
+DEFAULT_MAX_CONCURRENCY = 256
+MAX_TASKS_PER_CHILD = 10**9
+MAX_MEMORY_PER_CHILD_MIB = 2**20  # 1 TiB
+MAX_BATCH_SIZE = 100_000  # rows per DELETE of the pruner
+MAX_COUNT = 10**9  # thresholds that count tasks (jobs_health --min-tasks)
+MAX_RETENTION_DAYS = 36_500  # jobs_prune --keep STATUS=DAYS; "forever" keeps them for ever
+
+
+def max_concurrency() -> int:
+    """The highest ``--concurrency`` (and ``JOBS_CONCURRENCY``): ``JOBS_MAX_CONCURRENCY``."""
+    return jobs_settings.MAX_CONCURRENCY
+
+
+def is_number(value) -> bool:
+    """Whether ``value`` is a real, finite number (``bool`` is not one, nor NaN or infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value)
