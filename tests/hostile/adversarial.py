@@ -1,6 +1,8 @@
 """Helpers of the adversarial-task suite: bystander tasks, worker process groups, process checks."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,10 +92,8 @@ class GroupWorker(WorkerProcess):
 
     def stop(self):
         for pid in session_members(self.process.pid):
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         super().stop()
 
 

@@ -51,7 +51,8 @@ def test_a_base_exception_fails_its_task_and_its_child_is_replaced(
     [detail] = hostile.error_details
     assert detail["exception"] == exception
     assert "hostile_tasks.py" in detail["traceback"]
-    assert detail["traceback"].rstrip().splitlines()[-1].startswith(exception.removeprefix("builtins."))
+    last_line = detail["traceback"].rstrip().splitlines()[-1]
+    assert last_line.startswith(exception.removeprefix("builtins."))
     assert detail["transient"] is False
     # The child that ran it is replaced, and says why.
     assert f'reason="the task raised {exception}"' in done.stderr
