@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from jobs.models import Task
 from jobs.states import Status
 from tests.conftest import ROOT, WorkerProcess, wait_for
@@ -95,23 +93,6 @@ class GroupWorker(WorkerProcess):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         super().stop()
-
-
-@pytest.fixture
-def start_group_worker(worker_env, tmp_path):
-    """Start ``runworker`` processes in process groups of their own; killed at the end."""
-    started = []
-
-    def start(*args, env=None):
-        worker = GroupWorker(
-            args, {**worker_env, **(env or {})}, tmp_path / f"group-worker-{len(started)}.log"
-        )
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def until_started(worker, task, timeout=30):
