@@ -205,15 +205,12 @@ class _BatchRunner:
                 self._reply(number, results, busy, final=False)
                 results, busy, reported = [], 0.0, now
             self.slot.start(number, index, now)
-            entry, unsettled = _run_one(index, values)
+            results.append(_run_one(index, values, retire=self._retire))
             if os.getpid() != self.pid:  # a process the task forked, come back (see executor)
                 os._exit(0)
-            results.append(entry)
             busy += time.monotonic() - now
             self.done += 1
-            if unsettled:
-                self._retire(unsettled)
-            elif self.max_tasks and self.done >= self.max_tasks:
+            if self.max_tasks and self.done >= self.max_tasks:
                 self._retire(f"max_tasks={self.max_tasks}")
         if self.max_memory and (rss_bytes(os.getpid()) or 0) > self.max_memory:
             self._retire(f"max_memory={self.max_memory // 2**20}MiB")
@@ -233,15 +230,19 @@ class _BatchRunner:
         self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
 
 
-def _run_one(index: int, values: dict) -> tuple[list, str]:
-    """Run one task: ``[index, outcome, result, finished_at]`` (a result only if deferred), and
-    why this child should run no other task, if it should not."""
+def _run_one(index: int, values: dict, retire=None) -> list:
+    """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
+
+    ``retire(reason)`` is called when this child should run no other task after it.
+    """
     task = task_from_values(values)
     outcome = executor.run(task, defer_success=True)
+    if outcome.unsettled and retire is not None:
+        retire(outcome.unsettled)
     if outcome.deferred:
         # The supervisor records it, with the successes of other children, in one statement.
-        return [index, "deferred", outcome.result, time.time()], outcome.unsettled
-    return [index, outcome.kind, None, None], outcome.unsettled
+        return [index, "deferred", outcome.result, time.time()]
+    return [index, outcome.kind, None, None]
 
 
 def _ignore_signal(signum, frame):
