@@ -159,6 +159,7 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
     os.register_at_fork(after_in_child=_after_fork_in_task)
     _watch_parent(parent_pid)
     runner = _BatchRunner(conn, slot, max_tasks, max_memory)
+    exit_code = 0
     try:
         while not runner.recycle:
             try:
@@ -166,9 +167,14 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
             except (EOFError, OSError):
                 break  # the supervisor is gone or closed the pipe: nothing more to do
             runner.run(json.loads(message))
+    except BaseException:
+        # Not a task's doing (the executor keeps those): recording an outcome failed, say. The
+        # supervisor records the running task as lost, with this exit code.
+        logger.exception("child failed outside a task pid=%s", os.getpid())
+        exit_code = 1
     finally:
         logging.shutdown()
-        os._exit(0)  # skip inherited atexit handlers and finalizers of the parent's objects
+        os._exit(exit_code)  # skip inherited atexit handlers and finalizers of the parent's
 
 
 class _BatchRunner:
