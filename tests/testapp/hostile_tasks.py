@@ -64,7 +64,7 @@ def raises_unstorable_text():
     raise ValueError("nul:\x00 lone surrogate:\ud800 end")
 
 
-@task(max_attempts=2)
+@task(max_attempts=1)
 def exits(code):
     os._exit(code)
 
