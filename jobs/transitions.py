@@ -10,7 +10,6 @@ to another can never record an outcome over the newer attempt.
 import enum
 import json
 import logging
-import traceback as _traceback
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +19,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from jobs import signals, states
+from jobs.error_text import formatted_traceback, printed, qualified_name, storable_text
 from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
@@ -49,10 +49,10 @@ class ErrorRecord:
         """
         exc_type = type(exc)
         return cls(
-            user_message=storable_text(_printed(user_message, "user message")),
-            exception=storable_text(_qualified_name(exc_type)),
-            message=storable_text(_printed(exc, "exception")),
-            traceback=storable_text(_formatted_traceback(exc)),
+            user_message=storable_text(printed(user_message, "user message")),
+            exception=storable_text(qualified_name(exc_type)),
+            message=storable_text(printed(exc, "exception")),
+            traceback=storable_text(formatted_traceback(exc)),
             transient=bool(transient),
             permanent=isinstance(exc, PermanentError),
         )
@@ -70,55 +70,6 @@ class ErrorRecord:
             "permanent": self.permanent,
             **self.extra,
         }
-
-
-def storable_text(text: str) -> str:
-    """``text`` made storable by PostgreSQL and SQLite alike, escaped rather than cut.
-
-    PostgreSQL refuses NUL in text and in JSON, and neither database can encode a lone
-    surrogate (``"\\ud800"``) as UTF-8: NUL becomes the four characters ``\\x00`` and a lone
-    surrogate its Python escape (``\\ud800``), so the text still says what was there.
-    """
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def _printed(value, what: str) -> str:
-    """``str(value)``, or a note naming its class when printing it raises or gives no text."""
-    try:
-        text = str(value)
-        if isinstance(text, str):
-            return str.__str__(text)  # a plain str, whatever subclass __str__ returned
-    except BaseException:  # a task's object may raise anything when printed
-        pass
-    return f"<{what} of type {_qualified_name(type(value))}: str() failed>"
-
-
-def _qualified_name(cls: type) -> str:
-    try:
-        return f"{cls.__module__}.{cls.__qualname__}"
-    except BaseException:  # a metaclass may make these attributes raise
-        return object.__repr__(cls)
-
-
-def _formatted_traceback(exc: BaseException) -> str:
-    """The traceback as Python prints it; the frames alone if formatting the exception fails
-    (``traceback`` itself raises on, for instance, an ``__notes__`` that is not a list)."""
-    try:
-        return "".join(_traceback.format_exception(exc))
-    except BaseException:
-        pass
-    try:
-        frames = "".join(_traceback.format_tb(exc.__traceback__))
-    except BaseException:
-        frames = ""
-    name = _qualified_name(type(exc))
-    return f"Traceback (most recent call last):\n{frames}{name}: <formatting failed>\n"
 
 
 def _apply(transition: states.Transition, queryset, values: dict, now) -> int:

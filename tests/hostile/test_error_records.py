@@ -2,7 +2,8 @@
 
 import pytest
 
-from jobs.transitions import ErrorRecord, storable_text
+from jobs.error_text import storable_text
+from jobs.transitions import ErrorRecord
 
 
 class StrRaises(Exception):
