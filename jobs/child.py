@@ -5,6 +5,13 @@ supervisor sends it, and records the outcome of each itself, except plain succes
 reports for the supervisor to record many at once. A child that hangs, exits, dies by a signal
 or grows too large is killed and replaced without the supervisor or the other children noticing
 more than the lost slot. Messages are JSON (no pickle); see ``jobs.wire``.
+
+Each child leads a process group of its own, which the processes its tasks start join:
+signals sent to the worker's process group (Ctrl-C, ``timeout``, ``kill -TERM -PGID``) reach
+the supervisor alone, which stops gracefully; a child killed (timeout, memory, shutdown) is
+killed with its whole group, so no process a task started outlives it. A signal sent to every
+process (systemd's ``KillMode=control-group``) is ignored by the child itself: the supervisor
+decides when it stops.
 """
 
 import contextlib
@@ -74,10 +81,17 @@ class Child:
         return None if running is None else running[1] + self.timeouts[running[0]]
 
     def kill(self, reason: str):
+        """Kill the child and every process its tasks started (its process group)."""
         self.killed_for = reason
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGKILL)
+        self.kill_group()
         self.process.join(5)
+
+    def kill_group(self):
+        """Kill what is left of the child's process group: processes its tasks started."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def rss_bytes(self) -> int | None:
         return rss_bytes(self.process.pid)
@@ -113,10 +127,16 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
             child_conn, slot, os.getpid(), max_tasks, max_memory,
             (*close_fds, parent_conn.fileno()),
         ),
-        daemon=True,
+        # Not daemonic: multiprocessing forbids daemonic processes to start processes, and a
+        # task may (a Pool, a ProcessPoolExecutor). The supervisor stops its children itself,
+        # and a child exits when the supervisor is gone (``_watch_parent``).
+        daemon=False,
         name="jobs-child",
     )  # fmt: skip
     fork_quietly(process.start)
+    # Both sides set the group, so it is set before either relies on it, whichever runs first.
+    with contextlib.suppress(OSError):
+        os.setpgid(process.pid, process.pid)
     # The child keeps its frozen copy; the supervisor must not, or cyclic garbage alive at a
     # fork would never be collected (a leak growing with every replaced child).
     gc.unfreeze()
@@ -128,12 +148,18 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
     for fd in close_fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    # Signals are the supervisor's business: Ctrl-C in a terminal reaches the whole process
-    # group, and a task must not be interrupted by it halfway through.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # see the module's docstring
+    # Stopping is the supervisor's business: a task must not be cut short halfway through by a
+    # signal meant for the worker. A handler that does nothing, not SIG_IGN: an ignored signal
+    # stays ignored in the programs a task runs (subprocess), and their own terminate() would
+    # not work; a handler is reset to the default by exec, and by ``_after_fork_in_task``.
+    signal.signal(signal.SIGINT, _ignore_signal)
+    signal.signal(signal.SIGTERM, _ignore_signal)
+    os.register_at_fork(after_in_child=_after_fork_in_task)
     _watch_parent(parent_pid)
     runner = _BatchRunner(conn, slot, max_tasks, max_memory)
+    exit_code = 0
     try:
         while not runner.recycle:
             try:
@@ -141,9 +167,14 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
             except (EOFError, OSError):
                 break  # the supervisor is gone or closed the pipe: nothing more to do
             runner.run(json.loads(message))
+    except BaseException:
+        # Not a task's doing (the executor keeps those): recording an outcome failed, say. The
+        # supervisor records the running task as lost, with this exit code.
+        logger.exception("child failed outside a task pid=%s", os.getpid())
+        exit_code = 1
     finally:
         logging.shutdown()
-        os._exit(0)  # skip inherited atexit handlers and finalizers of the parent's objects
+        os._exit(exit_code)  # skip inherited atexit handlers and finalizers of the parent's
 
 
 class _BatchRunner:
@@ -163,6 +194,8 @@ class _BatchRunner:
         self.max_tasks, self.max_memory = max_tasks, max_memory
         self.done = 0
         self.recycle = False
+        self.recycle_reason = ""
+        self.pid = os.getpid()  # only this process may reply: a task may fork
 
     def run(self, message: dict):
         number, tasks, budget = message["batch"], message["tasks"], message["budget"]
@@ -178,30 +211,73 @@ class _BatchRunner:
                 self._reply(number, results, busy, final=False)
                 results, busy, reported = [], 0.0, now
             self.slot.start(number, index, now)
-            results.append(_run_one(index, values))
+            results.append(_run_one(index, values, retire=self._retire))
+            if os.getpid() != self.pid:  # a process the task forked, come back (see executor)
+                os._exit(0)
             busy += time.monotonic() - now
             self.done += 1
-            self.recycle = bool(self.max_tasks and self.done >= self.max_tasks)
-        too_big = self.max_memory and (rss_bytes(os.getpid()) or 0) > self.max_memory
-        self.recycle = bool(self.recycle or too_big)
+            if self.max_tasks and self.done >= self.max_tasks:
+                self._retire(f"max_tasks={self.max_tasks}")
+        if self.max_memory and (rss_bytes(os.getpid()) or 0) > self.max_memory:
+            self._retire(f"max_memory={self.max_memory // 2**20}MiB")
         self._reply(number, results, busy, final=True, returned=returned)
+
+    def _retire(self, reason: str):
+        """Run no further task here: the supervisor replaces this child after the reply."""
+        if not self.recycle:
+            self.recycle, self.recycle_reason = True, reason
 
     def _reply(self, number, results, busy, *, final, returned=()):
         reply = {"batch": number, "results": results, "busy": busy, "final": final}
         if final:
             reply["returned"] = list(returned)
             reply["recycle"] = self.recycle
+            reply["recycle_reason"] = self.recycle_reason
         self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
 
 
-def _run_one(index: int, values: dict) -> list:
-    """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred."""
+def _run_one(index: int, values: dict, retire=None) -> list:
+    """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
+
+    ``retire(reason)`` is called when this child should run no other task after it.
+    """
     task = task_from_values(values)
     outcome = executor.run(task, defer_success=True)
+    if outcome.unsettled and retire is not None:
+        retire(outcome.unsettled)
     if outcome.deferred:
         # The supervisor records it, with the successes of other children, in one statement.
         return [index, "deferred", outcome.result, time.time()]
     return [index, outcome.kind, None, None]
+
+
+def _ignore_signal(signum, frame):
+    """SIGTERM and SIGINT in a child: the supervisor has them too, and stops the children."""
+
+
+_inherited_connections = []  # see _after_fork_in_task
+
+
+def _after_fork_in_task():
+    """In a process a task forks (``os.fork``, ``multiprocessing``): undo the child's set-up.
+
+    Signals get their usual effect again, so the task can stop its own processes. The database
+    connections are the child's, shared through the fork: one used or closed here would break
+    the child's session. They are set aside (never closed, so no goodbye is sent on the
+    child's behalf: their sockets are pointed at /dev/null) and Django opens new ones if the
+    process uses the database.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None:
+            continue
+        _inherited_connections.append(connection.connection)
+        with contextlib.suppress(Exception):
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, connection.connection.fileno())
+            os.close(devnull)
+        connection.connection = None
 
 
 def _watch_parent(parent_pid):
@@ -214,6 +290,9 @@ def _watch_parent(parent_pid):
     def watch():
         while True:
             if os.getppid() != parent_pid:
+                if os.getpgrp() == os.getpid():
+                    # With the processes its task started (this one included).
+                    os.killpg(os.getpid(), signal.SIGKILL)
                 os._exit(70)
             time.sleep(0.2)
 

@@ -4,7 +4,9 @@ The worker decides *when* a task runs; this module decides *how one task runs*; 
 transitions module decides *what is recorded*.
 """
 
+import importlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,7 +21,7 @@ from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, Unknown
 from jobs.models import Task
 from jobs.payload import validate_json
 from jobs.registry import get_task
-from jobs.retry import Backoff, is_transient, user_message
+from jobs.retry import GENERIC_FAILURE_MESSAGE, Backoff, is_transient, user_message
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class Outcome:
     retry_in: float = 0.0
     duration: float = 0.0
     deferred: bool = False  # a success left for the caller to record
+    # Why the process that ran the task should run no other (it raised SystemExit, say).
+    unsettled: str = ""
 
 
 def resolve(task: Task) -> Runnable:
@@ -88,8 +92,15 @@ def timeout_for(name: str, backend: str = "") -> float | None:
 
 
 def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
-    """Run the claimed ``task`` here and return what happened; never raises for the task."""
+    """Run the claimed ``task`` here and return what happened; never raises for the task.
+
+    Whatever the task raises is its outcome, ``BaseException`` included: a ``SystemExit`` or
+    ``KeyboardInterrupt`` from a task ends that task (classified like any exception: failed
+    unless the task declared it transient), not the process running it, which is then marked
+    ``unsettled`` (its caller may prefer a fresh process for the next task).
+    """
     started = time.monotonic()
+    process = os.getpid()
     try:
         runnable = runnable or resolve(task)
         if runnable.on_start:
@@ -99,23 +110,51 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         outcome = Outcome(SUCCEEDED, result=result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
-    except Exception as exc:
+    except BaseException as exc:  # the task's outcome, whatever it raised
         outcome = outcome_for_exception(task, exc, runnable)
+        if not isinstance(exc, Exception):
+            outcome.unsettled = f"the task raised {outcome.error.exception}"
+    if os.getpid() != process:
+        _leave_forked_process(task, outcome)
     outcome.duration = time.monotonic() - started
     return outcome
 
 
+def _leave_forked_process(task: Task, outcome: Outcome):
+    """End a process the task forked that came back here (``os.fork()`` returns twice).
+
+    Only the process that claimed the task may record its outcome or talk to the supervisor;
+    a copy that returns from the task or raises exits now, its outcome ignored.
+    """
+    logger.warning(
+        "forked process returned from task, exiting name=%s id=%s pid=%s outcome=%s",
+        task.name, task.pk, os.getpid(), outcome.kind,
+    )  # fmt: skip
+    os._exit(0 if outcome.kind == SUCCEEDED else 1)
+
+
 def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | None) -> Outcome:
-    """Classify ``exc``: retry later if it is transient and attempts remain, else fail."""
+    """Classify ``exc``: retry later if it is transient and attempts remain, else fail.
+
+    Never raises: if the task's own policy (a ``transient`` check, a backoff) fails on ``exc``,
+    the attempt fails, with ``exc`` recorded.
+    """
     if isinstance(exc, UnknownTaskError | PayloadError):
         # Not the task's fault and not curable by waiting: say what is wrong, plainly.
         exc = PermanentError(str(exc), detail=str(exc))
-    transient = runnable is not None and is_transient(exc, runnable.transient)
-    will_retry = transient and task.attempts < task.max_attempts
-    error = transitions.ErrorRecord.from_exception(exc, user_message(exc, will_retry), transient)
+    try:
+        transient = runnable is not None and is_transient(exc, runnable.transient)
+        will_retry = transient and task.attempts < task.max_attempts
+        message = user_message(exc, will_retry)
+        retry_in = runnable.backoff.delay(task.attempts) if will_retry else 0.0
+    except Exception:
+        logger.exception("classifying the task's exception failed id=%s", task.pk)
+        transient = will_retry = False
+        message, retry_in = GENERIC_FAILURE_MESSAGE, 0.0
+    error = transitions.ErrorRecord.from_exception(exc, message, transient)
     if not will_retry:
         return Outcome(FAILED, error=error)
-    return Outcome(RETRYING, error=error, retry_in=runnable.backoff.delay(task.attempts))
+    return Outcome(RETRYING, error=error, retry_in=retry_in)
 
 
 def record(task: Task, outcome: Outcome) -> bool:
@@ -183,8 +222,10 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
     signals.send_on_commit(signals.task_started, task)
     try:
         runnable = resolve(task)
-    except UnknownTaskError as exc:
-        runnable, outcome = None, outcome_for_exception(task, exc, None)
+    except BaseException as exc:  # its module failed to import, say
+        runnable, outcome = None, outcome_for_exception(task, _import_failure(task, exc), None)
+        if not isinstance(exc, Exception):
+            outcome.unsettled = f"importing the task raised {outcome.error.exception}"
     else:
         outcome = execute(task, runnable)
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
@@ -210,5 +251,27 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
         "" if recorded else " recorded=false",
     )
     if recorded and runnable and runnable.on_finish:
-        runnable.on_finish(task)
+        try:
+            runnable.on_finish(task)
+        except Exception:  # a receiver's bug; the outcome is recorded already
+            logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
     return outcome
+
+
+def _import_failure(task: Task, exc: BaseException) -> BaseException:
+    """What to record when the code of ``task`` could not be found: the error raised while
+    importing its module, if that is why (the registry reports any ImportError there as an
+    unknown name, and the real cause, a missing dependency say, would be lost)."""
+    module = task.name.rpartition(".")[0]
+    if not isinstance(exc, UnknownTaskError) or not module or task.backend:
+        return exc
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as missing:
+        # The module itself (or a package above it) does not exist: the name is unknown here.
+        if missing.name and (module == missing.name or module.startswith(missing.name + ".")):
+            return exc
+        return missing
+    except BaseException as failure:  # whatever the module raised
+        return failure
+    return exc

@@ -89,7 +89,7 @@ class ChildPool:
         if key not in self._timeouts:
             try:
                 timeout = executor.timeout_for(claimed.name, claimed.backend)
-            except Exception:
+            except BaseException:  # its module failed to import, even with SystemExit
                 timeout = None  # the child records why it cannot run
             self._timeouts[key] = timeout or jobs_settings.DEFAULT_TIMEOUT
         return self._timeouts[key]
@@ -180,7 +180,11 @@ class ChildPool:
         child.batch = {}
         if reply.get("recycle"):
             child.process.join(5)
-            logger.info("child recycled pid=%s tasks=%d", child.pid, child.tasks_done)
+            child.kill_group()  # processes its tasks left behind
+            logger.info(
+                "child recycled pid=%s tasks=%d reason=%s",
+                child.pid, child.tasks_done, json.dumps(reply.get("recycle_reason", "")),
+            )  # fmt: skip
             self._replace(child)
 
     # Losses and limits -------------------------------------------------------------------------
@@ -188,6 +192,7 @@ class ChildPool:
     def _lost(self, child: Child):
         """A child exited: record the failure of its running task, hand back the rest."""
         child.process.join(1)
+        child.kill_group()  # processes its task started die with it
         reason = child.killed_for or "crash"
         running = child.running()
         current = child.batch.get(running[0]) if running else None

@@ -10,7 +10,6 @@ to another can never record an outcome over the newer attempt.
 import enum
 import json
 import logging
-import traceback as _traceback
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +20,7 @@ from django.utils import timezone
 
 from jobs import signals, states
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
+from jobs.error_text import formatted_traceback, printed, qualified_name, storable_text
 from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
@@ -43,13 +43,18 @@ class ErrorRecord:
 
     @classmethod
     def from_exception(cls, exc: BaseException, user_message: str, transient: bool):
+        """Describe ``exc``; never raises, whatever the exception does when it is printed.
+
+        Every text is made storable on every database (see ``storable_text``); an exception
+        whose ``str()`` or ``repr()`` raises is described by its class, with a note saying so.
+        """
         exc_type = type(exc)
         return cls(
-            user_message=user_message,
-            exception=f"{exc_type.__module__}.{exc_type.__qualname__}",
-            message=str(exc),
-            traceback="".join(_traceback.format_exception(exc)),
-            transient=transient,
+            user_message=storable_text(printed(user_message, "user message")),
+            exception=storable_text(qualified_name(exc_type)),
+            message=storable_text(printed(exc, "exception")),
+            traceback=storable_text(formatted_traceback(exc)),
+            transient=bool(transient),
             permanent=isinstance(exc, PermanentError),
         )
 

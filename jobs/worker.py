@@ -178,6 +178,7 @@ class Worker(ChildPool, Upkeep):
             child.process.join(2)
             if child.process.is_alive():
                 child.kill("shutdown")
+            child.kill_group()
         self.listener.close()
         if self._selector_now is not None:
             self._selector_now.close()

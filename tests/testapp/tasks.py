@@ -5,6 +5,7 @@ import signal
 import time
 
 from jobs import PermanentError, TransientError, task
+from tests.testapp import hostile_tasks  # noqa: F401 - registers the hostile suite's tasks
 from tests.testapp.models import SideEffect
 
 
