@@ -58,7 +58,8 @@ def test_a_requeued_task_starts_its_progress_bar_again(client, trait):
     task.refresh_from_db()
     assert task.status == Status.PENDING
     assert (task.progress_current, task.progress_total, task.progress_message) == (0, None, "")
-    assert task.result is None and not task.result_public
+    assert task.result is None
+    assert not task.result_public
     # Recorded steps stay, so the new run resumes after them as a retry would.
     assert task.steps == {"validate": {"total": 100}}
     client.force_login(owner)
