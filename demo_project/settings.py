@@ -122,6 +122,12 @@ JOBS_CONCURRENCY = env.int("JOBS_CONCURRENCY", default=4)
 # report section); the test settings set them to 0.
 DEMO_IMPORT_CHUNK_SECONDS = env.float("DEMO_IMPORT_CHUNK_SECONDS", default=0.3)
 DEMO_REPORT_SECTION_SECONDS = env.float("DEMO_REPORT_SECTION_SECONDS", default=0.5)
+# Uploads and reports older than this are deleted by the hourly clean_up_files task, except
+# those of tasks not finished yet.
+DEMO_FILES_KEEP_SECONDS = env.float("DEMO_FILES_KEEP_SECONDS", default=24 * 3600)
+JOBS_SCHEDULES = {
+    "demo-clean-up-files": {"task": "demo_project.demo.tasks.clean_up_files", "every": 3600},
+}
 
 LOGGING = {
     "version": 1,

@@ -19,6 +19,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     _name = Path(DATABASES["default"]["NAME"]).stem
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{_name}.sqlite3")}
 
+# No demo schedule: a worker of a test must not enqueue the hourly clean-up mid-test.
+JOBS_SCHEDULES = {}
+
+# Uploads and reports of the tests, apart from the demo's and per database (the clean-up tests
+# delete files no row of their database names). Worker processes, whose DATABASE_URL names the
+# test database itself, share the folder: "test-jobs" and "jobs" are one run.
+_database = Path(DATABASES["default"]["NAME"]).stem
+MEDIA_ROOT = VAR_DIR / "test-media" / _database.removeprefix("test-").removeprefix("test_")
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if django.VERSION >= (6, 1):
     MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
