@@ -15,14 +15,17 @@ from django.db import connection
 
 from tests.conftest import ROOT, database_url_for_tests
 
+# Transactional, so pytest-django orders these among the tests that share committed data with
+# processes (and flushes what the processes wrote on PostgreSQL).
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 @pytest.fixture
-def project(tmp_path, worker_env, request):
+def project(tmp_path, worker_env):
     """Run ``manage.py`` commands and scenario steps of a minimal project in subprocesses."""
     if connection.vendor == "sqlite":
         database_url = f"sqlite:///{tmp_path / 'project.sqlite3'}"
     else:
-        request.getfixturevalue("transactional_db")
         database_url = database_url_for_tests()
 
     def run(settings, *command, env=None, timeout=120):
