@@ -18,6 +18,9 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The demo runs with DEBUG on (runserver then serves the static files, with a development key)
+# unless you set DEBUG=0 and a SECRET_KEY yourself.
+demo: export DEBUG ?= 1
 demo: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import django
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -16,8 +17,18 @@ env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env")
 
-DEBUG = env.bool("DEBUG", default=True)
-SECRET_KEY = env.str("SECRET_KEY", default="demo-only-insecure-key-change-me")
+# Off unless asked (DEBUG=1: `make demo` asks, to serve static files from runserver): a copy of
+# the demo left running somewhere must not show tracebacks and settings to strangers.
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "Set the SECRET_KEY environment variable (a long random string, e.g. from "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`), or DEBUG=1 to run "
+            "the demo locally with an insecure development key."
+        )
+    SECRET_KEY = "demo-only-insecure-key-for-debug"
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
@@ -80,7 +91,14 @@ try:
 except ImportError:
     INSTALLED_APPS.append("django_tasks")
 
-AUTH_PASSWORD_VALIDATORS = []
+# Django's validators for every password a person sets (seed_demo's alice/alice and friends
+# are set with set_password, which does not validate: demo logins only).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -104,6 +122,12 @@ JOBS_CONCURRENCY = env.int("JOBS_CONCURRENCY", default=4)
 # report section); the test settings set them to 0.
 DEMO_IMPORT_CHUNK_SECONDS = env.float("DEMO_IMPORT_CHUNK_SECONDS", default=0.3)
 DEMO_REPORT_SECTION_SECONDS = env.float("DEMO_REPORT_SECTION_SECONDS", default=0.5)
+# Uploads and reports older than this are deleted by the hourly clean_up_files task, except
+# those of tasks not finished yet.
+DEMO_FILES_KEEP_SECONDS = env.float("DEMO_FILES_KEEP_SECONDS", default=24 * 3600)
+JOBS_SCHEDULES = {
+    "demo-clean-up-files": {"task": "demo_project.demo.tasks.clean_up_files", "every": 3600},
+}
 
 LOGGING = {
     "version": 1,

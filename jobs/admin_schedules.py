@@ -4,6 +4,7 @@ Schedules are declared in settings or code; the rows only mirror them, so the ad
 one (``enabled``) and delete rows of schedules no longer declared, and change nothing else.
 """
 
+from django.apps import apps
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
@@ -11,7 +12,6 @@ from django.utils.html import format_html
 from jobs.models import Schedule
 
 
-@admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     list_display = ["name", "task", "every", "time_zone", "enabled", "last_run_at", "next_run_at"]
     list_filter = ["enabled"]
@@ -47,3 +47,8 @@ class ScheduleAdmin(admin.ModelAdmin):
         except NoReverseMatch:
             return str(obj.last_task_id)
         return format_html('<a href="{}">{}</a>', url, obj.last_task_id)
+
+
+# Only where the admin is installed: admin.site does not exist without it.
+if apps.is_installed("django.contrib.admin"):
+    admin.site.register(Schedule, ScheduleAdmin)

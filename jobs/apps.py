@@ -1,4 +1,4 @@
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 
 
 class JobsConfig(AppConfig):
@@ -7,7 +7,11 @@ class JobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # Imported for their side effects: system checks, and the schedules' admin.
-        from jobs import admin_schedules, checks, counters, health, periodic, pruning  # noqa: F401
+        # Imported for their side effects: the system checks they register.
+        from jobs import checks, counters, health, periodic, pruning  # noqa: F401
 
         counters.connect()
+        # The admin is optional: a project without django.contrib.admin (an API, a worker-only
+        # service) must still start, and admin.site cannot even be touched there.
+        if apps.is_installed("django.contrib.admin"):
+            from jobs import admin_schedules  # noqa: F401

@@ -7,15 +7,24 @@ Works with ``django.tasks`` (Django 6) and with the ``django_tasks`` backport (D
 ``OPTIONS`` may set ``MAX_ATTEMPTS`` (default ``JOBS_DEFAULT_MAX_ATTEMPTS``).
 """
 
+from typing import TYPE_CHECKING
+
+from django.apps import apps
+from django.core import checks
 from django.core.exceptions import ValidationError
 from django.utils.module_loading import import_string
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
-from jobs.models import Task
 from jobs.payload import build_payload
-from jobs.registry import create_task, default_backoff
 from jobs.states import Status
+
+if TYPE_CHECKING:
+    from jobs.models import Task
+
+# jobs.models and what imports it (jobs.registry) are imported where used, not here: Django's
+# check of the task backends imports this module even when "jobs" is not installed, and the
+# import of a model outside an installed app would raise instead of check() reporting it.
 
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
@@ -54,7 +63,19 @@ class DatabaseBackend(BaseTaskBackend):
             self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
         )
 
+    def check(self, **kwargs):
+        yield from super().check(**kwargs)
+        if not apps.is_installed("jobs"):
+            yield checks.Error(
+                f"The task backend {self.alias!r} (jobs.backends.DatabaseBackend) stores tasks "
+                'in the jobs app\'s table, but "jobs" is not in INSTALLED_APPS.',
+                hint='Add "jobs" to INSTALLED_APPS, then run manage.py migrate.',
+                id="jobs.E005",
+            )
+
     def enqueue(self, task, args, kwargs):
+        from jobs.registry import create_task
+
         self.validate_task(task)
         row = create_task(
             name=task.module_path,
@@ -70,6 +91,8 @@ class DatabaseBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id):
+        from jobs.models import Task
+
         try:
             row = Task.objects.exclude(backend="").get(pk=result_id)
         except (Task.DoesNotExist, ValidationError, ValueError, TypeError) as exc:
@@ -78,7 +101,7 @@ class DatabaseBackend(BaseTaskBackend):
         return to_task_result(row, load_task(row))
 
 
-def load_task(row: Task) -> DjangoTask:
+def load_task(row: "Task") -> DjangoTask:
     try:
         task = import_string(row.name)
     except ImportError:
@@ -90,7 +113,7 @@ def load_task(row: Task) -> DjangoTask:
     return task
 
 
-def to_task_result(row: Task, task: DjangoTask) -> TaskResult:
+def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
     """Build the TaskResult that Django's API shows for ``row``."""
     errors = [
         TaskError(exception_class_path=entry["exception"], traceback=entry.get("traceback", ""))
@@ -124,9 +147,10 @@ def to_task_result(row: Task, task: DjangoTask) -> TaskResult:
     return result
 
 
-def runnable_for(row: Task):
+def runnable_for(row: "Task"):
     """Return how the executor runs a task enqueued through Django Tasks."""
     from jobs.executor import Runnable
+    from jobs.registry import default_backoff
 
     task = load_task(row)
     try:

@@ -2,10 +2,13 @@
 
 import sqlite3
 
+from django.apps import apps
 from django.core import checks
 from django.db import connections
 
 from jobs.conf import DEFAULTS, jobs_settings
+
+REQUIRED_APPS = ("django.contrib.auth", "django.contrib.contenttypes")
 
 
 @checks.register("jobs")  # tagged so that runworker, which runs only some checks, runs it
@@ -40,6 +43,24 @@ def check_settings(app_configs, **kwargs):
                 )
             )
     return errors
+
+
+@checks.register("jobs")
+def check_required_apps(app_configs, **kwargs):
+    """Report the contrib apps jobs needs; the admin, sessions and messages are optional."""
+    # Task.owner is a foreign key to AUTH_USER_MODEL, and who may see or act on a task is
+    # decided by the task model's permissions: both need auth and its contenttypes.
+    missing = [name for name in REQUIRED_APPS if not apps.is_installed(name)]
+    if not missing:
+        return []
+    return [
+        checks.Error(
+            f"jobs needs {' and '.join(missing)} in INSTALLED_APPS: tasks have an owner "
+            "(AUTH_USER_MODEL) and permissions (view, retry, cancel).",
+            hint="The admin, sessions and messages are optional; these two are not.",
+            id="jobs.E006",
+        )
+    ]
 
 
 @checks.register(checks.Tags.database)

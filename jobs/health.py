@@ -130,7 +130,7 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
     return health
 
 
-@checks.register()
+@checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
 def check_health_settings(app_configs, **kwargs):
     """Report health thresholds and a metrics token that would make the checks misbehave."""
     errors = []

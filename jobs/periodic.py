@@ -258,7 +258,7 @@ def _sync(spec: PeriodicTask, now) -> Schedule:
     return row
 
 
-@checks.register()
+@checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
 def check_schedules(app_configs, **kwargs):
     """Report invalid ``JOBS_SCHEDULES`` entries at startup rather than in a worker's log."""
     try:

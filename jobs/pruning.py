@@ -172,7 +172,7 @@ def auto_prune(holder: str | None = None, *, now=None) -> int:
     return report.total
 
 
-@checks.register()
+@checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
 def check_prune_settings(app_configs, **kwargs):
     """Report a ``JOBS_PRUNE_AFTER`` that pruning would refuse, at startup."""
     try:

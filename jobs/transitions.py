@@ -369,7 +369,7 @@ def retry_later(task: Task, error: ErrorRecord, run_after, *, now=None) -> bool:
 def cancel_running(task: Task, *, now=None) -> bool:
     """Record that a running task stopped because its cancellation was asked for."""
     now = now or timezone.now()
-    values = {"finished_at": now, "lease_expires_at": None, "last_error": "Cancelled."}
+    values = {"finished_at": now, "lease_expires_at": None, "last_error": CANCELLED_MESSAGE}
     return _apply_to_attempt(states.CANCEL_RUNNING, task, values, now)
 
 
@@ -391,6 +391,9 @@ def release(task: Task, *, now=None) -> bool:
 # Operator and owner actions, set-based --------------------------------------------------------
 
 
+CANCELLED_MESSAGE = "Cancelled."
+
+
 class CancelOutcome(enum.Enum):
     CANCELLED = "cancelled"
     REQUESTED = "requested"  # running: the task stops at its next checkpoint
@@ -406,7 +409,10 @@ class CancelCounts:
 def cancel_many(queryset, *, now=None) -> CancelCounts:
     """Cancel waiting tasks at once; ask running ones to stop at their next checkpoint."""
     now = now or timezone.now()
-    cancelled = _apply_many(states.CANCEL, queryset, {"finished_at": now}, now)
+    # A retrying task's last_error says "we will try again": no longer true once cancelled.
+    # Its error_details keep the history of the failed attempts.
+    values = {"finished_at": now, "last_error": CANCELLED_MESSAGE}
+    cancelled = _apply_many(states.CANCEL, queryset, values, now)
     # Not a status change: the running task (or its worker) turns the request into one.
     requested = queryset.filter(status=Status.RUNNING, cancel_requested_at__isnull=True).update(
         cancel_requested_at=now, updated_at=now
@@ -438,6 +444,12 @@ def requeue_many(queryset, *, now=None) -> int:
         "last_error": "",
         "worker_id": "",
         "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
+        # The progress bar starts again; recorded steps stay, so the run resumes after them.
+        "progress_current": 0,
+        "progress_total": None,
+        "progress_message": "",
+        "result": None,
+        "result_public": False,
     }
     return _apply_many(states.REQUEUE, queryset, values, now)
 

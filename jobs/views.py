@@ -6,9 +6,11 @@ reveals that a task exists. Nothing here shows developer detail: the user's mess
 ``last_error``; tracebacks stay in ``error_details`` for the admin.
 """
 
+import functools
 import uuid
 
 from django.contrib import messages
+from django.contrib.auth.models import AnonymousUser
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -125,12 +127,25 @@ def describe(task: Task, user, *, now=None) -> dict:
     }
 
 
+def anonymous_without_auth_middleware(view):
+    """Treat visitors as anonymous where no middleware sets ``request.user`` (no sessions)."""
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not hasattr(request, "user"):
+            request.user = AnonymousUser()
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
 def _not_found():
     return JsonResponse({"error": "No such task."}, status=404)
 
 
 @never_cache
 @require_GET
+@anonymous_without_auth_middleware
 def task_status(request, task_id):
     """Return the task's status as JSON, to its owner or staff; 404 to anyone else."""
     try:
@@ -143,6 +158,7 @@ def task_status(request, task_id):
 @never_cache
 @csrf_protect
 @require_POST
+@anonymous_without_auth_middleware
 def task_action(request, task_id):
     """Retry a failed task, or cancel a waiting or running one (``action=retry|cancel``).
 

@@ -134,4 +134,6 @@ class UploadFactory(factory.django.DjangoModelFactory):
     organisation = factory.LazyAttribute(lambda upload: upload.owner.membership.organisation)
     filename = "contacts.csv"
     content_type = "text/csv"
-    data = b"email,name\nada@example.com,Ada\n"
+    file = factory.django.FileField(
+        filename="contacts.csv", data=b"email,name\nada@example.com,Ada\n"
+    )

@@ -5,6 +5,9 @@ from pathlib import Path
 
 import django
 
+# The demo refuses to start without a SECRET_KEY when DEBUG is off, as tests run it.
+os.environ.setdefault("SECRET_KEY", "tests-only-not-secret")
+
 from demo_project.settings import *  # noqa: F403
 from demo_project.settings import DATABASES, INSTALLED_APPS, VAR_DIR
 
@@ -15,6 +18,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # DATABASE_URL's file, so runs with different URLs never share (or delete) each other's.
     _name = Path(DATABASES["default"]["NAME"]).stem
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{_name}.sqlite3")}
+
+# No demo schedule: a worker of a test must not enqueue the hourly clean-up mid-test.
+JOBS_SCHEDULES = {}
+
+# Uploads and reports of the tests, apart from the demo's and per database (the clean-up tests
+# delete files no row of their database names). Worker processes, whose DATABASE_URL names the
+# test database itself, share the folder: "test-jobs" and "jobs" are one run.
+_database = Path(DATABASES["default"]["NAME"]).stem
+MEDIA_ROOT = VAR_DIR / "test-media" / _database.removeprefix("test-").removeprefix("test_")
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if django.VERSION >= (6, 1):

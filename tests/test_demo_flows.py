@@ -125,7 +125,7 @@ def test_the_report_builds_a_downloadable_file_with_progress(client, member):
 
 
 def test_nobody_else_downloads_the_report(client, member):
-    report = Report.objects.create(owner=member, filename="r.csv", content="x")
+    report = Report.objects.create(owner=member, filename="r.csv", file="reports/r.csv")
     client.force_login(UserFactory(username="mallory"))
     assert client.get(reverse("report-download", args=[report.pk])).status_code == 404
 

@@ -1,7 +1,15 @@
-"""Reading an uploaded contacts CSV: the file-type check and row validation (no database)."""
+"""Reading an uploaded contacts CSV row by row: the file-type check and row validation.
 
+Nothing here holds the whole file: the file is read through a text stream, and rows come out
+one at a time, so an import's memory does not grow with the file. Repeated addresses are found
+by the import itself, against the contacts it created (see tasks.py).
+"""
+
+import codecs
 import csv
 import io
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
@@ -9,31 +17,38 @@ from django.core.validators import validate_email
 from jobs import PermanentError
 
 UNSUPPORTED = "Unsupported file format: please upload a CSV"
+NOT_UTF8 = "This CSV is not UTF-8 text: please export it as “CSV UTF-8” and upload it again."
 # The first bytes of formats people upload by mistake; a CSV never starts like these.
 BINARY_SIGNATURES = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\xd0\xcf\x11")
 
 
-def decode_csv(filename: str, data: bytes) -> str:
-    """Return the text of an uploaded CSV; raise PermanentError for anything else."""
-    detail = f"filename={filename!r} first_bytes={bytes(data[:8])!r}"
-    if not filename.lower().endswith(".csv") or bytes(data[:4]).startswith(BINARY_SIGNATURES):
+@dataclass(frozen=True)
+class Row:
+    """One record of the file: a contact to import, or the reason it cannot be."""
+
+    line: int  # as a spreadsheet numbers it: the header is line 1
+    email: str = ""
+    name: str = ""
+    error: str = ""
+
+
+def open_csv(filename: str, binary) -> io.TextIOBase:
+    """Return the text of an uploaded CSV as a stream; raise PermanentError for anything else."""
+    head = binary.read(8)
+    detail = f"filename={filename!r} first_bytes={bytes(head)!r}"
+    if not filename.lower().endswith(".csv") or bytes(head[:4]).startswith(BINARY_SIGNATURES):
         raise PermanentError(UNSUPPORTED, detail=detail)
-    try:
-        return bytes(data).decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise PermanentError(
-            "This CSV is not UTF-8 text: please export it as “CSV UTF-8” and upload it again.",
-            detail=detail,
-        ) from None
+    binary.seek(0)
+    return codecs.getreader("utf-8-sig")(binary, errors="strict")
 
 
-def parse_contacts(text: str) -> dict:
-    """Validate every row; return ``{"rows": [[line, email, name]], "errors": [...], "total"}``.
+def read_rows(text) -> Iterator[Row]:
+    """Yield every record of the CSV ``text`` (a stream or lines), validated on its own.
 
-    Broken rows are reported by line number and reason and left out; they never stop the
-    import. Line numbers are those a spreadsheet shows (the header is line 1).
+    Broken rows are yielded with their line number and reason; they never stop the import.
+    Blank lines are not rows.
     """
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(_decoded(text))
     header = [column.strip().lower() for column in next(reader, [])]
     if "email" not in header:
         raise PermanentError(
@@ -41,17 +56,12 @@ def parse_contacts(text: str) -> dict:
         )
     email_at = header.index("email")
     name_at = header.index("name") if "name" in header else None
-    rows, errors, seen = [], [], {}
-    total = 0
     for record in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in record):
-            continue  # blank lines are not rows
-        total += 1
+            continue
         if len(record) != len(header):
-            errors.append(
-                {"line": line, "reason": f"expected {len(header)} columns, found {len(record)}"}
-            )
+            yield Row(line, error=f"expected {len(header)} columns, found {len(record)}")
             continue
         email = record[email_at].strip().lower()
         name = record[name_at].strip()[:200] if name_at is not None else ""
@@ -59,11 +69,15 @@ def parse_contacts(text: str) -> dict:
             validate_email(email)
         except ValidationError:
             reason = "no e-mail address" if not email else f"“{email}” is not an e-mail address"
-            errors.append({"line": line, "reason": reason})
+            yield Row(line, error=reason)
             continue
-        if email in seen:
-            errors.append({"line": line, "reason": f"duplicate of line {seen[email]}"})
-            continue
-        seen[email] = line
-        rows.append([line, email, name])
-    return {"rows": rows, "errors": errors, "total": total}
+        yield Row(line, email=email, name=name)
+
+
+def _decoded(text):
+    """Yield the lines of ``text``, turning a decoding error into the user's message."""
+    lines = io.StringIO(text) if isinstance(text, str) else text
+    try:
+        yield from lines
+    except UnicodeDecodeError:
+        raise PermanentError(NOT_UTF8) from None

@@ -29,6 +29,13 @@ class Contact(models.Model):
     email = models.EmailField()
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Which upload, at which line, created the contact: an import tells a row repeating an
+    # earlier line of its own file ("duplicate of line 2") from a contact already present,
+    # without holding every address of the file in memory.
+    upload = models.ForeignKey(
+        "Upload", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    line = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["email"]
@@ -44,13 +51,17 @@ class Contact(models.Model):
 
 
 class Upload(models.Model):
-    """A file a user uploaded for import, kept in the database so any worker host can read it."""
+    """A file a user uploaded for import, in the default storage (MEDIA_ROOT in the demo).
+
+    A file, not a database column, so the import reads it row by row; workers on several hosts
+    need storage they share (a network volume, or an object store such as S3).
+    """
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE)
-    filename = models.CharField(max_length=255)
+    filename = models.CharField(max_length=255)  # as the user named it
     content_type = models.CharField(max_length=100, blank=True)
-    data = models.BinaryField()
+    file = models.FileField(upload_to="uploads/")
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self):
@@ -80,7 +91,9 @@ class Invitation(models.Model):
 class Report(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     filename = models.CharField(max_length=255)
-    content = models.TextField()
+    file = models.FileField(upload_to="reports/")
+    # The task that built it: the cleanup keeps the files of tasks not finished yet.
+    task_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self):

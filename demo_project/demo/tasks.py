@@ -6,16 +6,19 @@ import math
 import time
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Count
 from django.urls import reverse
 
-from demo_project.demo.imports import decode_csv, parse_contacts
+from demo_project.demo import cleanup
+from demo_project.demo.imports import open_csv, read_rows
 from demo_project.demo.models import Contact, Invitation, Organisation, Report, Upload
 from jobs import PermanentError, task
 
 IMPORT_CHUNK = 100
+MAX_ERRORS_SHOWN = 200  # broken rows listed to the owner; all are counted
 
 
 def _pause(setting: str):
@@ -29,35 +32,39 @@ def _pause(setting: str):
 def import_contacts(context, upload_id: int):
     """Import an uploaded CSV of contacts in recorded steps: validate once, then chunk by chunk.
 
-    A retry skips the steps already done; a chunk re-run after a crash finds its contacts
-    present (one per address and organisation) and creates none twice.
+    The file is streamed twice (a count and validation, then the import), a chunk of rows at a
+    time, so memory stays flat however long the file. A retry skips the steps already done; a
+    chunk re-run after a crash finds its contacts present (one per address and organisation)
+    and creates none twice.
     """
     upload = Upload.objects.filter(pk=upload_id).first()
-    if upload is None:
+    if upload is None or not upload.file:
         raise PermanentError("The uploaded file is no longer available: please upload it again.")
-    # Parsing is pure and quick, so every attempt redoes it rather than storing the rows on the
-    # task: step results should stay small (counts, ids), as each step rewrites them all.
-    parsed = parse_contacts(decode_csv(upload.filename, upload.data))
-    rows, total = parsed["rows"], parsed["total"]
-    errors_by_line = sorted(error["line"] for error in parsed["errors"])
-    checked = context.step("validate", _validation_report, parsed)
+    checked = context.step("validate", _validate, upload)
+    total = checked["total"]
 
-    processed = created = 0
+    imported = created = 0
+    errors = list(checked["errors"])
+    duplicate_count = 0
     context.progress(0, total, f"Imported 0 of {total:,} rows")
-    for start in range(0, len(rows), IMPORT_CHUNK):
-        chunk = rows[start : start + IMPORT_CHUNK]
-        created += context.step(f"import:{start}", _import_chunk, upload.organisation_id, chunk)
-        # Broken rows up to this chunk's last line count as processed too.
-        last_line = chunk[-1][0]
-        processed = start + len(chunk) + sum(1 for line in errors_by_line if line <= last_line)
+    for start, records in _chunks(upload):
+        chunk = [[row.line, row.email, row.name] for row in records if not row.error]
+        if chunk:
+            outcome = context.step(
+                f"import:{start}", _import_chunk, upload.organisation_id, upload.pk, chunk
+            )
+            created += outcome["created"]
+            imported += len(chunk) - len(outcome["duplicates"])
+            duplicate_count += len(outcome["duplicates"])
+            errors.extend(outcome["duplicates"][: max(0, MAX_ERRORS_SHOWN - len(errors))])
+        processed = start + len(records)
         context.progress(processed, total, f"Imported {processed:,} of {total:,} rows")
         _pause("DEMO_IMPORT_CHUNK_SECONDS")
 
-    imported = len(rows)
+    error_count = checked["error_count"] + duplicate_count
     message = f"Imported {imported:,} of {total:,} rows"
-    if checked["error_count"]:
-        count = checked["error_count"]
-        message += f"; {count:,} broken {'row' if count == 1 else 'rows'} skipped"
+    if error_count:
+        message += f"; {error_count:,} broken {'row' if error_count == 1 else 'rows'} skipped"
     context.progress(total, total, message, force=True)
     context.mark_result_public()
     return {
@@ -65,39 +72,80 @@ def import_contacts(context, upload_id: int):
         "imported": imported,
         "created": created,
         "already_present": imported - created,
-        "errors": checked["errors"],
-        "error_count": checked["error_count"],
+        "errors": sorted(errors, key=lambda error: error["line"])[:MAX_ERRORS_SHOWN],
+        "error_count": error_count,
         "filename": upload.filename,
     }
 
 
-def _validation_report(parsed: dict) -> dict:
-    """Return what the owner is shown about broken rows (the first 200 of them) and counts."""
-    return {
-        "total": parsed["total"],
-        "valid": len(parsed["rows"]),
-        "errors": parsed["errors"][:200],
-        "error_count": len(parsed["errors"]),
-    }
+def _rows(upload: Upload):
+    """Yield the rows of the upload's file, read from storage a little at a time."""
+    with upload.file.open("rb") as binary:
+        yield from read_rows(open_csv(upload.filename, binary))
 
 
-def _import_chunk(organisation_id: int, chunk: list) -> int:
-    """Create the contacts of ``chunk`` that do not exist yet; return how many were created."""
-    emails = [email for _, email, _ in chunk]
+def _chunks(upload: Upload):
+    """Yield ``(index of the first record, records)`` for each IMPORT_CHUNK records."""
+    records = []
+    start = 0
+    for row in _rows(upload):
+        records.append(row)
+        if len(records) == IMPORT_CHUNK:
+            yield start, records
+            start, records = start + IMPORT_CHUNK, []
+    if records:
+        yield start, records
+
+
+def _validate(upload: Upload) -> dict:
+    """Count the rows, and report the broken ones (the first MAX_ERRORS_SHOWN) by line."""
+    total = error_count = 0
+    errors = []
+    for row in _rows(upload):
+        total += 1
+        if row.error:
+            error_count += 1
+            if len(errors) < MAX_ERRORS_SHOWN:
+                errors.append({"line": row.line, "reason": row.error})
+    return {"total": total, "errors": errors, "error_count": error_count}
+
+
+def _import_chunk(organisation_id: int, upload_id: int, chunk: list) -> dict:
+    """Create the chunk's contacts that do not exist yet; report repeats of earlier lines.
+
+    Return ``{"created": n, "duplicates": [{"line", "reason"}]}``. A row whose address this
+    upload already created at an earlier line is a duplicate; at its own line (a re-run of the
+    chunk), it counts as created by this import.
+    """
+    emails = {email for _, email, _ in chunk}
     with transaction.atomic():
-        present = set(
-            Contact.objects.filter(organisation_id=organisation_id, email__in=emails).values_list(
-                "email", flat=True
-            )
-        )
-        new = [
-            Contact(organisation_id=organisation_id, email=email, name=name)
-            for _, email, name in chunk
-            if email not in present
-        ]
+        present = {
+            email: (upload, line)
+            for email, upload, line in Contact.objects.filter(
+                organisation_id=organisation_id, email__in=emails
+            ).values_list("email", "upload_id", "line")
+        }
+        new, duplicates, created = [], [], 0
+        for line, email, name in chunk:
+            origin = present.get(email)
+            if origin is None:
+                new.append(
+                    Contact(
+                        organisation_id=organisation_id,
+                        email=email,
+                        name=name,
+                        upload_id=upload_id,
+                        line=line,
+                    )
+                )
+                present[email] = (upload_id, line)
+            elif origin[0] == upload_id and origin[1] != line:
+                duplicates.append({"line": line, "reason": f"duplicate of line {origin[1]}"})
+            elif origin[0] == upload_id:
+                created += 1  # created by an earlier run of this very chunk
         # ignore_conflicts: a concurrent run of the same chunk (a rescued task) is harmless too.
         Contact.objects.bulk_create(new, ignore_conflicts=True)
-    return len(new)
+    return {"created": created + len(new), "duplicates": duplicates}
 
 
 @task(takes_context=True, queue="default", max_attempts=5, transient=(OSError,))
@@ -153,11 +201,10 @@ def build_report(context, organisation_id: int, owner_id: int, sections: int = 2
     writer.writerow(["invitations sent", invited])
 
     def save():
-        report = Report.objects.create(
-            owner_id=owner_id,
-            filename=f"contacts-report-{context.task.pk.hex[:8]}.csv",
-            content=out.getvalue(),
-        )
+        filename = f"contacts-report-{context.task.pk.hex[:8]}.csv"
+        report = Report(owner_id=owner_id, filename=filename, task_id=context.task.pk)
+        report.file.save(filename, ContentFile(out.getvalue().encode()), save=False)
+        report.save()
         return report.pk
 
     report_id = context.once(f"report:{context.task.pk}", save).result
@@ -185,3 +232,9 @@ def count_primes(context, limit: int):
     context.progress(limit, limit, f"Found {found:,} primes below {limit:,}", force=True)
     context.mark_result_public()
     return {"limit": limit, "primes": found}
+
+
+@task(max_attempts=3)
+def clean_up_files():
+    """Delete uploads and reports older than DEMO_FILES_KEEP_SECONDS (hourly: JOBS_SCHEDULES)."""
+    return cleanup.clean_up_files()

@@ -43,7 +43,7 @@ def start_import(request):
         organisation=organisation_for(request.user),
         filename=file.name[:255],
         content_type=(file.content_type or "")[:100],
-        data=file.read(),
+        file=file,  # saved to storage in chunks, never read whole
     )
     task = tasks.import_contacts.using(
         owner=request.user, summary=f"Import of {upload.filename}"
@@ -110,6 +110,12 @@ def report_download(request, report_id):
     report = Report.objects.filter(pk=report_id, owner=request.user).first()
     if report is None:
         raise Http404("No such report.")
-    response = HttpResponse(report.content, content_type="text/csv; charset=utf-8")
+    if not report.file:
+        raise Http404("This report was cleaned up: please build it again.")
+    try:
+        with report.file.open("rb") as content:  # a report is a few lines of counts
+            response = HttpResponse(content.read(), content_type="text/csv; charset=utf-8")
+    except FileNotFoundError:
+        raise Http404("This report was cleaned up: please build it again.") from None
     response["Content-Disposition"] = f'attachment; filename="{report.filename}"'
     return response

@@ -1,0 +1,53 @@
+"""The demo's settings: DEBUG only when asked, no start without a SECRET_KEY, real validators."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+
+from tests.conftest import ROOT
+
+SHOW = "from django.conf import settings; print(settings.DEBUG, settings.SECRET_KEY[:12])"
+
+
+def demo_settings(**environment):
+    """Load the demo's settings in a fresh process with only ``environment`` set."""
+    env = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "SECRET_KEY")}
+    env.update(environment, DJANGO_SETTINGS_MODULE="demo_project.settings")
+    return subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {SHOW}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_demo_runs_with_debug_off_unless_asked():
+    completed = demo_settings(SECRET_KEY="a-real-secret-key-from-the-environment")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["False", "a-real-secre"]
+
+
+def test_without_a_secret_key_and_debug_off_the_demo_refuses_to_start_and_says_what_to_set():
+    completed = demo_settings()
+    assert completed.returncode != 0
+    assert "ImproperlyConfigured: Set the SECRET_KEY environment variable" in completed.stderr
+    assert "DEBUG=1" in completed.stderr
+
+
+def test_debug_asked_for_runs_with_a_development_key():
+    completed = demo_settings(DEBUG="1")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["True", "demo-only-in"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("password", ["alice", "12345678", "password123"])
+def test_weak_passwords_are_refused_by_djangos_validators(password):
+    with pytest.raises(ValidationError):
+        validate_password(password)
