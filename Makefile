@@ -64,12 +64,10 @@ test-newest-python:
 # Build the sdist and wheel, twine check them, and install the wheel (not this tree) in fresh
 # virtualenvs of $(PYTHON) and of every Python >= 3.12 found, each running a project made on the
 # spot: migrate, a Django @task enqueued, runworker --burst, the status view and the admin.
-# The "noadmin" variant (no django.contrib.admin, sessions or messages) fails until jobs works
-# without the admin (issue 11, item 9): it is expected to fail, with that error, until then.
-# Once that fix is merged, set PACKAGE_TEST_EXPECT_FAIL to empty here (the run says so).
-PACKAGE_TEST_EXPECT_FAIL ?= noadmin
+# Two variants of the project: with the admin, and without django.contrib.admin, sessions and
+# messages.
 test-package: install
-	PACKAGE_TEST_EXPECT_FAIL=$(PACKAGE_TEST_EXPECT_FAIL) $(PY) tests/packaging/check_package.py \
+	$(PY) tests/packaging/check_package.py \
 		--python $(PYTHON) $$(.ci/find-newer-python --all | sed 's/^/--python /')
 
 clean:

@@ -17,9 +17,6 @@
 Environment:
     PACKAGE_TEST_VARIANTS      variants to run, default ``admin,noadmin``. ``noadmin`` leaves
                                out django.contrib.admin, sessions and messages.
-    PACKAGE_TEST_EXPECT_FAIL   variants known to fail, with the known error (see KNOWN_FAILURES):
-                               such a variant must fail with that error, and the run fails if
-                               it passes, so the switch is removed as soon as the fix lands.
 
 Any other failure stops the run with the command's output.
 """
@@ -44,8 +41,6 @@ DIST = ROOT / "dist"
 DISTRIBUTION = "django-jobs-queue"
 URL_LABELS = ("Documentation", "Changelog", "Issues")
 VARIANTS = ("admin", "noadmin")
-# Until jobs works without django.contrib.admin (issue 11, item 9), `django.setup()` fails so.
-KNOWN_FAILURES = {"noadmin": "No installed app with label 'admin'"}
 
 
 class Failure(Exception):
@@ -57,7 +52,6 @@ def main():
     parser.add_argument("--python", action="append", default=[], help="a Python to run it on")
     options = parser.parse_args()
     variants = _names("PACKAGE_TEST_VARIANTS", ",".join(VARIANTS))
-    expect_fail = _names("PACKAGE_TEST_EXPECT_FAIL", "")
     started = time.monotonic()
     try:
         wheel = build()
@@ -67,9 +61,7 @@ def main():
         with tempfile.TemporaryDirectory(prefix="jobs-package-") as scratch:
             for index, python in enumerate(pythons):
                 newest = index == len(pythons) - 1
-                exercised |= run_on(
-                    index, python, wheel, Path(scratch), variants, expect_fail, newest
-                )
+                exercised |= run_on(index, python, wheel, Path(scratch), variants, newest)
         if unclaimed := exercised - classifiers:
             raise Failure(f"ran {sorted(unclaimed)}, which pyproject.toml's classifiers omit")
         for version in sorted(classifiers - exercised):
@@ -189,7 +181,7 @@ def _package_files() -> set[str]:
     }
 
 
-def run_on(index, python, wheel, scratch, variants, expect_fail, newest) -> set[str]:
+def run_on(index, python, wheel, scratch, variants, newest) -> set[str]:
     """Install ``wheel`` in a fresh virtualenv of ``python`` and run each variant."""
     venv = scratch / f"venv-{index}"
     # This pip installs into the new virtualenv (--python), which so needs no pip of its own
@@ -211,7 +203,7 @@ def run_on(index, python, wheel, scratch, variants, expect_fail, newest) -> set[
         exercised |= {f"Python {major}.{minor}", f"Django {_minor(django_version)}"}
         for variant in variants if not extra else ["admin"]:
             label = f"Python {major}.{minor}, Django {django_version}, {variant}"
-            run_variant(venv, scratch, variant, label, expect_fail)
+            run_variant(venv, scratch, variant, label)
     return exercised
 
 
@@ -226,22 +218,14 @@ def _minor(version):
     return ".".join(version.split(".")[:2])
 
 
-def run_variant(venv, scratch, variant, label, expect_fail):
+def run_variant(venv, scratch, variant, label):
     started = time.monotonic()
     project = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=scratch))
     try:
         make_project(venv, project)
         output = run_project(venv, project, variant)
     except Failure as exc:
-        known = KNOWN_FAILURES.get(variant)
-        if variant in expect_fail and known and known in str(exc):
-            print(f"== {label}: failed as expected ({known}; PACKAGE_TEST_EXPECT_FAIL={variant})")
-            return
         raise Failure(f"{label}: {exc}") from None
-    if variant in expect_fail:
-        raise Failure(
-            f"{label} passes now: take {variant} out of PACKAGE_TEST_EXPECT_FAIL (Makefile)"
-        )
     print(f"== {label}: {output.strip()} ({time.monotonic() - started:.0f}s)")
 
 
