@@ -13,7 +13,7 @@ from django.utils.module_loading import import_string
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
 from jobs.models import Task
-from jobs.payload import build_payload
+from jobs.payload import encode_payload
 from jobs.registry import create_task, default_backoff
 from jobs.states import Status
 
@@ -56,12 +56,14 @@ class DatabaseBackend(BaseTaskBackend):
 
     def enqueue(self, task, args, kwargs):
         self.validate_task(task)
+        payload, payload_text = encode_payload(args, kwargs)
         row = create_task(
             name=task.module_path,
             backend=self.alias,
             queue=task.queue_name,
             priority=task.priority,
-            payload=build_payload(args, kwargs),
+            payload=payload,
+            payload_text=payload_text,
             max_attempts=self.max_attempts,
             **({"run_after": task.run_after} if task.run_after else {}),
         )

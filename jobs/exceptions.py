@@ -15,8 +15,11 @@ class TaskError(JobsError):
     transient: bool | None = None
 
     def __init__(self, user_message: str, *, detail: str = ""):
+        from jobs.payload import clean_text  # jobs.payload imports this module
+
         super().__init__(detail or user_message)
-        self.user_message = user_message
+        # Shown to the person and stored as is: a NUL would make PostgreSQL refuse the record.
+        self.user_message = clean_text(user_message)
 
 
 class PermanentError(TaskError):
