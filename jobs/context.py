@@ -22,9 +22,9 @@ def _progress_counts(current, total) -> tuple[int, int | None]:
         if value is not None and (
             isinstance(value, bool)
             or not isinstance(value, int | float)
-            or not math.isfinite(value)
+            or (isinstance(value, float) and not math.isfinite(value))
         ):
-            raise PayloadError(f"Progress counts must be finite numbers, not {value!r}.")
+            raise PayloadError(f"Progress counts must be finite numbers, not {value!r:.60}.")
     current = max(0, int(current))
     total = None if total is None else max(0, int(total))
     largest = max(current, total or 0)

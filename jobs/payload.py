@@ -245,7 +245,7 @@ def check_int(value, what: str, low: int, high: int) -> int:
     """Return ``value`` if it is an int from ``low`` to ``high``; refuse it otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise PayloadError(
-            f"The {what} must be an integer from {low:,} to {high:,}, not {value!r}."
+            f"The {what} must be an integer from {low:,} to {high:,}, not {_describe(value)}."
         )
     return value
 
@@ -258,9 +258,11 @@ def check_delay(delay) -> timedelta:
         seconds = delay
     else:
         raise PayloadError(f"The delay must be seconds or a timedelta, not {_describe(delay)}.")
-    if not math.isfinite(seconds) or abs(seconds) > MAX_DELAY_SECONDS:
+    if (isinstance(seconds, float) and not math.isfinite(seconds)) or abs(
+        seconds
+    ) > MAX_DELAY_SECONDS:
         raise PayloadError(
-            f"The delay {delay!r} is not a finite number of seconds within 100 years."
+            f"The delay {_short_repr(delay)} is not a finite number of seconds within 100 years."
         )
     return delay if isinstance(delay, timedelta) else timedelta(seconds=seconds)
 

@@ -173,7 +173,7 @@ def enqueue(definition, args=(), kwargs=None, *, options: EnqueueOptions | None 
         name=definition.name,
         payload=payload,
         payload_text=text,
-        queue=options.queue or definition.queue,
+        queue=_or_default(options.queue, definition.queue),
         priority=definition.priority if options.priority is None else options.priority,
         max_attempts=_or_default(options.max_attempts, definition.max_attempts),
         run_after=resolve_run_after(options.run_after, options.delay),
@@ -207,7 +207,7 @@ def enqueue_many(
     template = {
         "name": definition.name,
         "backend": "",
-        "queue": options.queue or definition.queue,
+        "queue": _or_default(options.queue, definition.queue),
         "priority": definition.priority if options.priority is None else options.priority,
         "max_attempts": _or_default(options.max_attempts, definition.max_attempts),
         "run_after": resolve_run_after(options.run_after, options.delay),

@@ -5,6 +5,7 @@ import signal
 import time
 
 from jobs import PermanentError, TransientError, task
+from tests.testapp import value_tasks  # noqa: F401 - registered with the rest
 from tests.testapp.models import SideEffect
 
 
