@@ -5,12 +5,12 @@ result or name writes no step; display text (progress message, user message) is 
 documented. Through the real database of the run, in a savepoint per example.
 """
 
+import pytest
 from django.db import transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import pytest
 from jobs import executor, transitions
 from jobs.context import TaskContext
 from jobs.exceptions import PayloadError, PermanentError
@@ -68,7 +68,7 @@ def test_a_result_is_stored_identically_or_fails_its_task_plainly(value, batched
 
 
 @PROPERTY
-@given(name=st.one_of(hostile_text, st.integers(190, 210).map(lambda n: "s" * n)), value=json_values)
+@given(name=hostile_text | st.integers(190, 210).map(lambda n: "s" * n), value=json_values)
 @example(name="a\x00", value=1)
 @example(name="ok", value="a\x00b")
 @example(name="s" * 201, value=1)
@@ -77,8 +77,7 @@ def test_a_step_is_recorded_identically_or_refused_before_it_is_written(name, va
     try:
         with transaction.atomic():
             result = TaskContext(task).step(name, lambda: value)
-    except PayloadError as refusal:
-        assert str(refusal)
+    except PayloadError:
         assert not TaskStep.objects.exists()
         return
     assert same(result, value)

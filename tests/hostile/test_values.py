@@ -37,8 +37,7 @@ def stored_or_refused(enqueue):
     try:
         with transaction.atomic():
             return enqueue()
-    except PayloadError as refusal:
-        assert str(refusal)
+    except PayloadError:
         assert not Task.objects.exists(), "a refused value wrote a row"
         return None
 
@@ -63,9 +62,11 @@ def test_a_payload_is_stored_identically_or_refused(args, kwargs):
     if task is None:
         return
     read = Task.objects.get(pk=task.pk)
-    assert same(read.args, args) and same(read.kwargs, kwargs)
+    assert same(read.args, args)
+    assert same(read.kwargs, kwargs)
     running = worker_view(task.pk)
-    assert same(running.args, args) and same(running.kwargs, kwargs)
+    assert same(running.args, args)
+    assert same(running.kwargs, kwargs)
 
 
 @PROPERTY
