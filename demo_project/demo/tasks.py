@@ -36,7 +36,7 @@ def import_contacts(context, upload_id: int):
     if upload is None:
         raise PermanentError("The uploaded file is no longer available: please upload it again.")
     # Parsing is pure and quick, so every attempt redoes it rather than storing the rows on the
-    # task: step results should stay small (counts, ids), as each step rewrites them all.
+    # task: step results should stay small (counts, ids), as a retry reads them back.
     parsed = parse_contacts(decode_csv(upload.filename, upload.data))
     rows, total = parsed["rows"], parsed["total"]
     errors_by_line = sorted(error["line"] for error in parsed["errors"])
