@@ -145,3 +145,21 @@ def test_max_attempts_out_of_range_is_refused_not_replaced(max_attempts):
 def test_a_task_declared_with_max_attempts_zero_is_refused():
     with pytest.raises(PayloadError, match="max attempts"):
         registry.task(lambda: None, name="tests.hostile.zero", max_attempts=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "args", "message"),
+    [
+        ({}, ("a\x00b", 2), "NUL"),
+        ({}, (2**64, 2), "64-bit"),
+    ],
+)
+def test_the_django_tasks_backend_refuses_the_same_values(options, args, message):
+    from tests.testapp import django_tasks
+
+    def enqueue():
+        return django_tasks.multiply.using(**options).enqueue(*args)
+
+    with pytest.raises(PayloadError, match=message):
+        enqueue()
+    assert stored_or_refused(enqueue) is None
