@@ -104,9 +104,7 @@ def task(
             name=name or f"{function.__module__}.{function.__qualname__}",
             queue=queue or jobs_settings.DEFAULT_QUEUE,
             priority=jobs_settings.DEFAULT_PRIORITY if priority is None else priority,
-            max_attempts=jobs_settings.DEFAULT_MAX_ATTEMPTS
-            if max_attempts is None
-            else max_attempts,
+            max_attempts=_or_default(max_attempts, jobs_settings.DEFAULT_MAX_ATTEMPTS),
             backoff=backoff or default_backoff(),
             timeout=timeout or jobs_settings.DEFAULT_TIMEOUT,
             transient=tuple(transient),
@@ -299,7 +297,7 @@ def resolve_run_after(run_after=None, delay=None):
         return timezone.now() + delay
     if run_after is not None:
         if not isinstance(run_after, datetime):
-            raise PayloadError(f"run_after must be a datetime, not {run_after!r}.")
+            raise PayloadError(f"run_after must be a datetime, not {type(run_after).__name__}.")
         if timezone.is_naive(run_after):
             raise ValueError("run_after must be an aware datetime.")
     return run_after or timezone.now()
