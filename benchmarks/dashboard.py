@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 FILL_SQL = """
 INSERT INTO jobs_task (
     id, name, backend, queue, priority, status, payload, summary, idempotency_key, owner_id,
-    attempts, max_attempts, run_after, progress_current, progress_total, progress_message, steps,
+    attempts, max_attempts, run_after, progress_current, progress_total, progress_message,
     result, last_error, error_details, worker_id, lease_expires_at, cancel_requested_at,
     created_at, updated_at, started_at, finished_at)
 SELECT
@@ -33,7 +33,7 @@ SELECT
     'benchmark row ' || i, NULL, NULL,
     CASE WHEN s.status = 'pending' THEN 0 ELSE 1 + (i % 7 = 0)::int END, 3,
     CASE WHEN s.status = 'retrying' THEN t.created_at + interval '1 minute' ELSE t.created_at END,
-    0, NULL, '', '{}'::jsonb, NULL,
+    0, NULL, '', NULL,
     CASE WHEN s.status = 'failed' THEN 'Something went wrong.' ELSE '' END,
     CASE WHEN s.status = 'failed' THEN jsonb_build_array(jsonb_build_object(
         'attempt', 1, 'exception', 'builtins.' || (ARRAY['ValueError', 'KeyError'])[1 + i % 2],

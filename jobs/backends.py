@@ -16,7 +16,7 @@ from django.utils.module_loading import import_string
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
-from jobs.payload import build_payload
+from jobs.payload import encode_payload
 from jobs.states import Status
 
 if TYPE_CHECKING:
@@ -77,12 +77,14 @@ class DatabaseBackend(BaseTaskBackend):
         from jobs.registry import create_task
 
         self.validate_task(task)
+        payload, payload_text = encode_payload(args, kwargs)
         row = create_task(
             name=task.module_path,
             backend=self.alias,
             queue=task.queue_name,
             priority=task.priority,
-            payload=build_payload(args, kwargs),
+            payload=payload,
+            payload_text=payload_text,
             max_attempts=self.max_attempts,
             **({"run_after": task.run_after} if task.run_after else {}),
         )

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, router, transaction
 
+from jobs.exceptions import PayloadError
 from jobs.models import Effect, Task
-from jobs.payload import validate_json
+from jobs.payload import check_name, validate_json
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,9 @@ def once(key: str, func, *args, task: Task | None = None, using=None, **kwargs) 
     ``func``'s return value (JSON) is stored and given back to later callers. An exception from
     ``func`` rolls back the marker and the effect's writes, and propagates.
     """
-    if not key or len(key) > 255:
-        raise ValueError("An effect key must be a non-empty string of at most 255 characters.")
+    if not isinstance(key, str) or not key or len(key) > 255:
+        raise PayloadError("An effect key must be a non-empty string of at most 255 characters.")
+    check_name(key, "effect key", 255)  # no NUL or surrogate: refused before the savepoint
     using = using or router.db_for_write(Effect)
     with transaction.atomic(using=using):
         try:

@@ -15,8 +15,12 @@ class TaskError(JobsError):
     transient: bool | None = None
 
     def __init__(self, user_message: str, *, detail: str = ""):
-        super().__init__(detail or user_message)
-        self.user_message = user_message
+        from jobs.payload import clean_text  # jobs.payload imports this module
+
+        # Shown to the person and stored: a NUL would make PostgreSQL refuse the whole record,
+        # so both messages are mended (jobs.payload.clean_text) rather than the task's outcome lost.
+        self.user_message = clean_text(user_message)
+        super().__init__(clean_text(detail) if detail else self.user_message)
 
 
 class PermanentError(TaskError):

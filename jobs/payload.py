@@ -1,38 +1,124 @@
-"""Validation of what goes into a task record: JSON only, and not too much of it."""
+"""Validation of what goes into a task record: values both databases store and read back as is.
+
+One module decides what a task may take, return and report, so that enqueue, bulk enqueue, the
+Django Tasks backend, the context's steps and progress, and the executor's check of a result
+refuse the same values with the same message, before anything is written:
+
+- JSON only: str, int, float, bool, None, lists (tuples become lists) and dicts with str keys.
+- Strings (keys included) hold no NUL character (PostgreSQL's text and jsonb cannot) and no
+  surrogate code point (UTF-8 cannot encode one; a pair of them would come back as one
+  character).
+- Integers fit in 64 bits: SQLite's JSON functions read larger ones as floats.
+- Floats are finite, not -0.0 (PostgreSQL has no negative zero), and below 1e16 in magnitude
+  (PostgreSQL's jsonb writes 1e16 as 10000000000000000, which reads back as an int).
+- At most ``MAX_DEPTH`` nested lists and dicts (deeper JSON exhausts the recursion of the
+  encoders and decoders on its way).
+
+Display text (summary, progress message, a user message) is cleaned instead, see ``clean_text``.
+"""
 
 import json
 import math
+import re
+from datetime import timedelta
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 
+MAX_DEPTH = 100
+MIN_INT, MAX_INT = -(2**63), 2**63 - 1
+# Floats from this magnitude up are written with an exponent (repr gives "1e+16"), which
+# PostgreSQL's jsonb turns into an integer.
+MAX_FLOAT = 1e16
+# What a string cannot hold: NUL, and every surrogate code point.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# Their escapes in JSON text written with ensure_ascii (the default): a cheap pre-check. It also
+# matches the escapes of characters outside the BMP, which then take the full check.
+_UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|d[89a-f])", re.IGNORECASE)
+
+
+def _short_repr(value) -> str:
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"<{value.bit_length():,} bits>"  # repr refuses past 4,300 digits
+    text = repr(value)  # repr escapes NUL and surrogates: the message itself is storable
+    return text if len(text) <= 60 else text[:57] + "..."
+
 
 def _describe(value) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__module__}.{type(value).__qualname__} {text}".removeprefix("builtins.")
+    kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    return f"{kind} {_short_repr(value)}"
 
 
-def _check(value, path: str):
-    if value is None or isinstance(value, bool | int | str):
+def _string_problem(text: str) -> str | None:
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return None
+    char = found.group()
+    if char == "\x00":
+        return (
+            f"holds a NUL character (\\x00) at index {found.start()}, which PostgreSQL cannot store"
+        )
+    return (
+        f"holds the surrogate {char!r} at index {found.start()}, which UTF-8 cannot encode "
+        "(decode bytes with errors='replace', or pass them as base64)"
+    )
+
+
+def _check_str(text: str, path: str):
+    problem = _string_problem(text)
+    if problem:
+        raise PayloadError(f"{path} {problem}.")
+
+
+def _check_number(value, path: str):
+    if isinstance(value, bool):
         return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise PayloadError(f"{path} is {value!r}, which JSON cannot represent.")
+    if isinstance(value, int):
+        if not MIN_INT <= value <= MAX_INT:
+            raise PayloadError(
+                f"{path} is an integer of {value.bit_length():,} bits, outside the 64-bit "
+                f"range ({MIN_INT:,} to {MAX_INT:,}) that every database reads back exactly. "
+                "Pass it as a string."
+            )
         return
+    if not math.isfinite(value):
+        raise PayloadError(f"{path} is {value!r}, which JSON cannot represent.")
+    if abs(value) >= MAX_FLOAT:
+        raise PayloadError(
+            f"{path} is the float {value!r}: from 1e16 up, PostgreSQL reads floats back as "
+            "integers. Pass it as a string, or as an int if it is one."
+        )
+    if value == 0 and math.copysign(1.0, value) < 0:
+        raise PayloadError(f"{path} is -0.0, which PostgreSQL stores as 0.0. Pass 0.0.")
+
+
+def _check(value, path: str, depth: int):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _check_str(value, path)
+        return
+    if isinstance(value, int | float):
+        _check_number(value, path)
+        return
+    if isinstance(value, list | tuple | dict) and depth >= MAX_DEPTH:
+        raise PayloadError(
+            f"{path} is nested more than {MAX_DEPTH} lists and dicts deep (or contains itself)."
+        )
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]")
+            _check(item, f"{path}[{index}]", depth + 1)
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise PayloadError(
-                    f"{path} has the key {key!r} ({type(key).__name__}); JSON object keys must "
-                    "be strings."
+                    f"{path} has the key {_short_repr(key)} ({type(key).__name__}); JSON object "
+                    "keys must be strings."
                 )
-            _check(item, f"{path}[{key!r}]")
+            key_path = f"{path}[{_short_repr(key)}]"
+            _check_str(key, f"{key_path} (the key)")
+            _check(item, key_path, depth + 1)
         return
     raise PayloadError(
         f"{path} is {_describe(value)}, which is not JSON. Pass only str, int, float, bool, "
@@ -42,8 +128,8 @@ def _check(value, path: str):
 
 
 def validate_json(value, path: str = "value"):
-    """Raise PayloadError naming the first part of ``value`` that JSON cannot hold."""
-    _check(value, path)
+    """Raise PayloadError naming the first part of ``value`` that cannot be stored as it is."""
+    _check(value, path, 0)
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
@@ -58,23 +144,47 @@ def is_flat(args, kwargs) -> bool:
     )
 
 
-def encode_payload(args, kwargs, path: str = "", *, limit: int | None = None) -> tuple[dict, str]:
+def _flat_ints_fit(args, kwargs) -> bool:
+    return all(
+        MIN_INT <= value <= MAX_INT for value in (*args, *kwargs.values()) if type(value) is int
+    )
+
+
+def flat_text(args, kwargs, path: str = "", *, limit: int | None = None) -> str:
+    """The JSON text of flat arguments (see ``is_flat``), checked; PayloadError if refused."""
+    if not _flat_ints_fit(args, kwargs):
+        return encode_payload(args, kwargs, path, limit=limit, flat=False)[1]  # raises
+    text = compact_json({"args": args, "kwargs": kwargs})
+    limit = jobs_settings.MAX_PAYLOAD_BYTES if limit is None else limit
+    if len(text) > limit or _UNSTORABLE_ESCAPE.search(text):
+        return encode_payload(args, kwargs, path, limit=limit, flat=False)[1]  # raises, or fine
+    return text
+
+
+def encode_payload(
+    args, kwargs, path: str = "", *, limit: int | None = None, flat: bool | None = None
+) -> tuple[dict, str]:
     """Return the stored payload for ``args``/``kwargs`` and its JSON text; refuse bad input.
 
-    Non-JSON values are refused naming their path (prefixed by ``path``, e.g. ``calls[3] ``),
-    and so is a payload over ``limit`` bytes (``JOBS_MAX_PAYLOAD_BYTES`` by default).
+    Values that cannot be stored as they are (see the module's docstring) are refused naming
+    their path (prefixed by ``path``, e.g. ``calls[3] ``), and so is a payload over ``limit``
+    bytes (``JOBS_MAX_PAYLOAD_BYTES`` by default).
     """
     args = list(args)
     kwargs = dict(kwargs)
     # Flat arguments of plain types, the common case, are valid JSON as they are and immutable:
     # no walk through the values, and copying the list and the dict is a deep enough copy.
-    flat = is_flat(args, kwargs)
+    if flat is None:
+        flat = is_flat(args, kwargs) and _flat_ints_fit(args, kwargs)
     if not flat:
         validate_json(args, f"{path}args")
         validate_json(kwargs, f"{path}kwargs")
     payload = {"args": args, "kwargs": kwargs}
     # ASCII only (the default), so the length of the text is its size in bytes.
     text = compact_json(payload)
+    if flat and _UNSTORABLE_ESCAPE.search(text):
+        validate_json(args, f"{path}args")  # a NUL or a surrogate somewhere: say where
+        validate_json(kwargs, f"{path}kwargs")
     limit = jobs_settings.MAX_PAYLOAD_BYTES if limit is None else limit
     if len(text) > limit:
         raise PayloadError(
@@ -90,5 +200,71 @@ def encode_payload(args, kwargs, path: str = "", *, limit: int | None = None) ->
 
 
 def build_payload(args, kwargs) -> dict:
-    """Return the stored payload for ``args``/``kwargs``, refusing non-JSON or oversize input."""
+    """Return the stored payload for ``args``/``kwargs``, refusing what cannot be stored."""
     return encode_payload(args, kwargs)[0]
+
+
+# Text fields -------------------------------------------------------------------------------------
+
+
+def clean_text(text, limit: int | None = None) -> str:
+    """Return ``text`` as display text every database stores: for summaries and messages.
+
+    Display text is shown, not computed with, so it is mended rather than refused (a file name
+    with a stray byte must not make an upload fail): NUL and surrogates become U+FFFD, and text
+    over ``limit`` characters is cut, ending with "…".
+    """
+    text = str(text)
+    if _UNSTORABLE.search(text):
+        text = _UNSTORABLE.sub("\ufffd", text)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def check_name(value, what: str, max_length: int, *, allow_empty: bool = False) -> str:
+    """Return ``value``, an identifier (queue, idempotency key, step name), or refuse it.
+
+    Identifiers are matched, not shown: refused rather than mended, with the limit of the column
+    that stores them, the same on every database.
+    """
+    if not isinstance(value, str):
+        raise PayloadError(f"The {what} must be a str, not {_describe(value)}.")
+    if not value and not allow_empty:
+        raise PayloadError(f"The {what} must not be empty.")
+    if len(value) > max_length:
+        raise PayloadError(
+            f"The {what} {_describe(value)} is {len(value):,} characters long, over the limit "
+            f"of {max_length}."
+        )
+    _check_str(value, f"The {what} {_describe(value)}")
+    return value
+
+
+def check_int(value, what: str, low: int, high: int) -> int:
+    """Return ``value`` if it is an int from ``low`` to ``high``; refuse it otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise PayloadError(
+            f"The {what} must be an integer from {low:,} to {high:,}, not {_describe(value)}."
+        )
+    return value
+
+
+def check_delay(delay) -> timedelta:
+    """Return ``delay`` (seconds or a timedelta) as a timedelta a datetime can be moved by."""
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = delay
+    else:
+        raise PayloadError(f"The delay must be seconds or a timedelta, not {_describe(delay)}.")
+    if (isinstance(seconds, float) and not math.isfinite(seconds)) or abs(
+        seconds
+    ) > MAX_DELAY_SECONDS:
+        raise PayloadError(
+            f"The delay {_short_repr(delay)} is not a finite number of seconds within 100 years."
+        )
+    return delay if isinstance(delay, timedelta) else timedelta(seconds=seconds)
+
+
+MAX_DELAY_SECONDS = 100 * 365.25 * 24 * 3600

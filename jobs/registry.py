@@ -13,10 +13,20 @@ from django.utils.module_loading import import_string
 
 from jobs import signals
 from jobs.conf import jobs_settings
-from jobs.exceptions import UnknownTaskError
+from jobs.exceptions import PayloadError, UnknownTaskError
 from jobs.inserting import SET_BY_ENQUEUE, insert_many, insert_one, new_task
 from jobs.models import Task
-from jobs.payload import compact_json, encode_payload, is_flat
+from jobs.payload import (
+    check_delay,
+    check_int,
+    check_name,
+    clean_text,
+    compact_json,
+    encode_payload,
+    flat_text,
+    is_flat,
+    validate_json,
+)
 from jobs.retry import Backoff
 
 logger = logging.getLogger(__name__)
@@ -94,14 +104,19 @@ def task(
             name=name or f"{function.__module__}.{function.__qualname__}",
             queue=queue or jobs_settings.DEFAULT_QUEUE,
             priority=jobs_settings.DEFAULT_PRIORITY if priority is None else priority,
-            max_attempts=max_attempts or jobs_settings.DEFAULT_MAX_ATTEMPTS,
+            max_attempts=_or_default(max_attempts, jobs_settings.DEFAULT_MAX_ATTEMPTS),
             backoff=backoff or default_backoff(),
             timeout=timeout or jobs_settings.DEFAULT_TIMEOUT,
             transient=tuple(transient),
             takes_context=takes_context,
         )
-        if definition.max_attempts < 1:
-            raise ValueError(f"max_attempts of task {definition.name!r} must be at least 1")
+        # Refused here, at import, rather than at each enqueue.
+        check_fields(
+            name=definition.name,
+            queue=definition.queue,
+            priority=definition.priority,
+            max_attempts=definition.max_attempts,
+        )
         existing = _registry.get(definition.name)
         if existing is not None and existing.func is not function:
             logger.warning("task redefined name=%s", definition.name)
@@ -156,9 +171,9 @@ def enqueue(definition, args=(), kwargs=None, *, options: EnqueueOptions | None 
         name=definition.name,
         payload=payload,
         payload_text=text,
-        queue=options.queue or definition.queue,
+        queue=_or_default(options.queue, definition.queue),
         priority=definition.priority if options.priority is None else options.priority,
-        max_attempts=options.max_attempts or definition.max_attempts,
+        max_attempts=_or_default(options.max_attempts, definition.max_attempts),
         run_after=resolve_run_after(options.run_after, options.delay),
         owner=options.owner,
         summary=options.summary,
@@ -190,25 +205,24 @@ def enqueue_many(
     template = {
         "name": definition.name,
         "backend": "",
-        "queue": options.queue or definition.queue,
+        "queue": _or_default(options.queue, definition.queue),
         "priority": definition.priority if options.priority is None else options.priority,
-        "max_attempts": options.max_attempts or definition.max_attempts,
+        "max_attempts": _or_default(options.max_attempts, definition.max_attempts),
         "run_after": resolve_run_after(options.run_after, options.delay),
         "owner": _real_owner(options.owner),
-        "summary": _short(options.summary),
+        "summary": options.summary,
         "idempotency_key": None,
         "created_at": now,
         "updated_at": now,
     }
+    template = check_fields(template)  # before the calls are read: a bad option refuses them all
     limit = jobs_settings.MAX_PAYLOAD_BYTES
     texts = []
     for number, call in enumerate(calls):
         args, kwargs = _split_call(call, number)
         # Flat arguments, the common case, are JSON text after one dumps and a length check.
         if is_flat(args, kwargs):
-            text = compact_json({"args": args, "kwargs": kwargs})
-            if len(text) > limit:
-                encode_payload(args, kwargs, f"calls[{number}] ", limit=limit)  # raises
+            text = flat_text(args, kwargs, f"calls[{number}] ", limit=limit)
         else:
             text = encode_payload(args, kwargs, f"calls[{number}] ", limit=limit)[1]
         texts.append(text)
@@ -246,19 +260,46 @@ def _real_owner(owner):
     return owner
 
 
-def _short(summary: str) -> str:
-    return summary if len(summary) <= 255 else summary[:254] + "…"
+def _or_default(value, default):
+    # Not ``value or default``: an explicit 0 is refused by check_fields, never replaced.
+    return default if value is None else value
+
+
+_COLUMNS = {field.name: field for field in Task._meta.concrete_fields}
+# The range of each integer column, the same on every database (SQLite would store more).
+_INT_RANGES = {"priority": (-32768, 32767), "max_attempts": (1, 2**31 - 1)}
+
+
+def check_fields(values: dict | None = None, **fields) -> dict:
+    """Check (and clean) the columns an enqueue sets; raise PayloadError before any write.
+
+    Identifiers (name, queue, idempotency key) are refused when the column cannot hold them;
+    the summary, display text, is cleaned (``jobs.payload.clean_text``). Returns the values.
+    """
+    values = {**(values or {}), **fields}
+    for name in ("name", "queue", "backend", "idempotency_key"):
+        value = values.get(name)
+        if value is not None and (value or name != "backend"):
+            check_name(value, name.replace("_", " "), _COLUMNS[name].max_length)
+    for name, (low, high) in _INT_RANGES.items():
+        if name in values:
+            check_int(values[name], name.replace("_", " "), low, high)
+    if "summary" in values:
+        values["summary"] = clean_text(values["summary"], _COLUMNS["summary"].max_length)
+    return values
 
 
 def resolve_run_after(run_after=None, delay=None):
     if run_after is not None and delay is not None:
         raise ValueError("Pass either run_after or delay, not both.")
     if delay is not None:
-        if not isinstance(delay, timedelta):
-            delay = timedelta(seconds=delay)
+        delay = check_delay(delay)
         return timezone.now() + delay
-    if run_after is not None and timezone.is_naive(run_after):
-        raise ValueError("run_after must be an aware datetime.")
+    if run_after is not None:
+        if not isinstance(run_after, datetime):
+            raise PayloadError(f"run_after must be a datetime, not {type(run_after).__name__}.")
+        if timezone.is_naive(run_after):
+            raise ValueError("run_after must be an aware datetime.")
     return run_after or timezone.now()
 
 
@@ -279,16 +320,18 @@ def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields
         **fields,
         "id": uuid.uuid4(),
         "owner": _real_owner(fields.get("owner")),
-        "summary": _short(summary),
+        "summary": summary,
         "idempotency_key": idempotency_key,
         "created_at": now,
         "updated_at": now,
     }
+    values = check_fields(values)
     unknown = values.keys() - set(SET_BY_ENQUEUE)
     if unknown:
         raise TypeError(f"create_task() sets no {', '.join(sorted(unknown))}")
     payload = values.pop("payload")
     if payload_text is None:
+        validate_json(payload, "payload")
         payload_text = compact_json(payload)
     if not insert_one(values, payload_text, using=using):
         # The key was taken, by a row committed before this statement (ON CONFLICT waited

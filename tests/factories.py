@@ -6,7 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs.models import Schedule, Task, Worker
+from jobs.models import Schedule, Task, TaskStep, Worker
 from jobs.states import Status
 
 
@@ -22,6 +22,7 @@ class UserFactory(factory.django.DjangoModelFactory):
 class TaskFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Task
+        skip_postgeneration_save = True
 
     name = "tests.testapp.tasks.add"
     payload = factory.LazyFunction(lambda: {"args": [1, 2], "kwargs": {}})
@@ -67,6 +68,14 @@ class TaskFactory(factory.django.DjangoModelFactory):
             worker_id="dead-worker",
             lease_expires_at=factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=5)),
         )
+
+    @factory.post_generation
+    def steps(task, create, extracted, **kwargs):
+        """``steps={"name": result}``: steps recorded for the task (TaskStep rows, in order)."""
+        if create and extracted:
+            TaskStep.objects.bulk_create(
+                TaskStep(task=task, name=name, result=result) for name, result in extracted.items()
+            )
 
 
 class WorkerFactory(factory.django.DjangoModelFactory):

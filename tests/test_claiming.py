@@ -98,10 +98,10 @@ def test_claim_query_uses_the_partial_index_with_many_finished_rows(postgres_onl
         cursor.execute(
             f"""
             INSERT INTO {table} (id, name, backend, queue, priority, status, payload, summary,
-                attempts, max_attempts, run_after, progress_current, progress_message, steps,
+                attempts, max_attempts, run_after, progress_current, progress_message,
                 last_error, error_details, worker_id, created_at, updated_at, finished_at)
             SELECT gen_random_uuid(), 'tests.testapp.tasks.add', '', 'default', 0, 'succeeded',
-                '{{}}', '', 1, 3, now(), 0, '', '{{}}', '', '[]', '', now(), now(), now()
+                '{{}}', '', 1, 3, now(), 0, '', '', '[]', '', now(), now(), now()
             FROM generate_series(1, 200000)
             """
         )

@@ -149,3 +149,22 @@ def test_completed_steps_are_read_back_from_the_record_by_a_new_attempt():
     assert context.step("validate", pytest.fail, "a recorded step must not run again") == {
         "rows": 3
     }
+
+
+def test_recording_a_step_costs_the_same_whatever_the_number_before_it():
+    """Each step writes its own row: the statements of the 500th step are those of the 1st."""
+    task = TaskFactory(running=True)
+    context = TaskContext(task)
+
+    def statements_of_step(number):
+        with CaptureQueriesContext(connection) as queries:
+            context.step(f"step:{number:05d}", lambda: {"rows": number % 10})
+        return [query["sql"] for query in queries.captured_queries]
+
+    first = statements_of_step(1)
+    for number in range(2, 500):
+        context.step(f"step:{number:05d}", lambda: {"rows": 1})
+    last = statements_of_step(500)
+    assert len(last) == len(first)
+    assert [len(sql) for sql in last] == [len(sql) for sql in first]
+    assert len(task.steps) == 500

@@ -7,6 +7,7 @@ from django.db import close_old_connections, transaction
 
 from jobs import effects
 from jobs.context import TaskContext
+from jobs.exceptions import PayloadError
 from jobs.models import Effect
 from tests.factories import TaskFactory
 from tests.testapp.models import SideEffect
@@ -82,6 +83,17 @@ def test_keys_must_be_short_non_empty_strings():
         effects.once("", charge, "x")
     with pytest.raises(ValueError, match="at most 255"):
         effects.once("k" * 256, charge, "x")
+    for key in ("a\x00b", "\ud800"):
+        with pytest.raises(PayloadError, match="effect key"):
+            effects.once(key, charge, "x")
+    assert not Effect.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_result_no_database_stores_as_given_is_refused_and_nothing_is_recorded():
+    with pytest.raises(PayloadError, match="NUL"):
+        effects.once("nul-result", lambda: "a\x00b")
+    assert not effects.is_done("nul-result")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,7 +5,10 @@ import signal
 import time
 
 from jobs import PermanentError, TransientError, task
-from tests.testapp import hostile_tasks  # noqa: F401 - registers the hostile suite's tasks
+from tests.testapp import (
+    hostile_tasks,  # noqa: F401 - registers the hostile suite's tasks
+    value_tasks,  # noqa: F401 - registered with the rest
+)
 from tests.testapp.models import SideEffect
 
 

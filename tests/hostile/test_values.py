@@ -1,0 +1,165 @@
+"""Every value a task takes is stored and read back identically, or refused before any write.
+
+Property-based (hypothesis), through the real database of the run (SQLite or PostgreSQL), so
+the limits are proved the same on both. Each example runs in a savepoint: a value that reached
+the database and broke it would show as a database error here, not as a refusal.
+"""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from jobs import registry
+from jobs.exceptions import PayloadError
+from jobs.models import Task
+from jobs.payload import clean_text
+from jobs.wire import task_from_values
+from tests.helpers import claim_for_dispatch
+from tests.hostile.values import hostile_floats, hostile_ints, hostile_text, json_values, same
+
+pytestmark = pytest.mark.django_db
+
+ADD = "tests.testapp.tasks.add"
+PROPERTY = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def stored_or_refused(enqueue):
+    """Run ``enqueue`` in a savepoint; the task made, or None if refused with no row written."""
+    Task.objects.all().delete()
+    try:
+        with transaction.atomic():
+            return enqueue()
+    except PayloadError:
+        assert not Task.objects.exists(), "a refused value wrote a row"
+        return None
+
+
+def worker_view(task_id):
+    """The task as a worker's child gets it: claimed, as the JSON row the claim returns."""
+    (claimed,) = claim_for_dispatch("w", 10, lease_seconds=30)
+    assert claimed.id == task_id
+    return task_from_values(json.loads(claimed.row))
+
+
+@PROPERTY
+@given(args=st.lists(json_values, max_size=3), kwargs=st.dictionaries(hostile_text, json_values))
+@example(args=["a\x00b"], kwargs={})
+@example(args=["\ud800"], kwargs={})
+@example(args=[2**63], kwargs={})
+@example(args=[1e16], kwargs={})
+@example(args=[-0.0], kwargs={})
+@example(args=[], kwargs={"k\x00": 1})
+def test_a_payload_is_stored_identically_or_refused(args, kwargs):
+    task = stored_or_refused(lambda: registry.enqueue(ADD, args, kwargs))
+    if task is None:
+        return
+    read = Task.objects.get(pk=task.pk)
+    assert same(read.args, args)
+    assert same(read.kwargs, kwargs)
+    running = worker_view(task.pk)
+    assert same(running.args, args)
+    assert same(running.kwargs, kwargs)
+
+
+@PROPERTY
+@given(args=st.lists(json_values, max_size=3))
+@example(args=["a\x00b"])
+@example(args=[2**63])
+def test_a_bulk_payload_is_stored_identically_or_refused(args):
+    def enqueue():
+        (task_id,) = registry.enqueue_many(ADD, [(args, {})])
+        return Task.objects.get(pk=task_id)
+
+    task = stored_or_refused(enqueue)
+    if task is not None:
+        assert same(task.args, args)
+        assert same(worker_view(task.pk).args, args)
+
+
+identifiers = st.one_of(hostile_text, st.integers(0, 300).map(lambda n: "q" * n))
+
+
+@PROPERTY
+@given(queue=identifiers, key=st.none() | identifiers, priority=hostile_ints)
+@example(queue="q" * 101, key=None, priority=0)
+@example(queue="default", key="k" * 256, priority=0)
+@example(queue="default", key=None, priority=32768)
+@example(queue="a\x00", key=None, priority=0)
+def test_enqueue_options_are_stored_identically_or_refused(queue, key, priority):
+    options = {"queue": queue, "idempotency_key": key, "priority": priority}
+    for enqueue in (
+        lambda: registry.enqueue(ADD, (1, 2), **options),
+        lambda: registry.get_task(ADD).using(**options).enqueue(1, 2),
+    ):
+        task = stored_or_refused(enqueue)
+        if task is not None:
+            read = Task.objects.get(pk=task.pk)
+            assert (read.queue, read.idempotency_key, read.priority) == (queue, key, priority)
+
+
+@PROPERTY
+@given(summary=hostile_text)
+@example(summary="a\x00b\ud800" + "x" * 300)
+def test_a_summary_is_stored_as_given_or_mended_as_documented(summary):
+    task = stored_or_refused(lambda: registry.enqueue(ADD, (1, 2), summary=summary))
+    read = Task.objects.get(pk=task.pk)
+    assert read.summary == clean_text(summary, 255)
+    if "\x00" not in summary and not any(0xD800 <= ord(c) <= 0xDFFF for c in summary):
+        assert read.summary == summary or len(summary) > 255
+
+
+@PROPERTY
+@given(delay=st.one_of(hostile_floats, hostile_ints, st.floats().map(lambda s: _delta(s))))
+@example(delay=float("nan"))
+@example(delay=float("inf"))
+@example(delay=-1e300)
+@example(delay=timedelta.max)
+def test_a_delay_is_applied_or_refused(delay):
+    task = stored_or_refused(lambda: registry.enqueue(ADD, (1, 2), delay=delay))
+    if task is not None:
+        read = Task.objects.get(pk=task.pk)
+        assert read.run_after == task.run_after
+
+
+def _delta(seconds):
+    try:
+        return timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return timedelta.max
+
+
+@pytest.mark.parametrize("max_attempts", [0, -1, 2**31, True, 1.5])
+def test_max_attempts_out_of_range_is_refused_not_replaced(max_attempts):
+    task = stored_or_refused(lambda: registry.enqueue(ADD, (1, 2), max_attempts=max_attempts))
+    assert task is None
+
+
+def test_a_task_declared_with_max_attempts_zero_is_refused():
+    with pytest.raises(PayloadError, match="max attempts"):
+        registry.task(lambda: None, name="tests.hostile.zero", max_attempts=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "args", "message"),
+    [
+        ({}, ("a\x00b", 2), "NUL"),
+        ({}, (2**64, 2), "64-bit"),
+    ],
+)
+def test_the_django_tasks_backend_refuses_the_same_values(options, args, message):
+    from tests.testapp import django_tasks
+
+    def enqueue():
+        return django_tasks.multiply.using(**options).enqueue(*args)
+
+    with pytest.raises(PayloadError, match=message):
+        enqueue()
+    assert stored_or_refused(enqueue) is None
