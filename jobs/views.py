@@ -8,6 +8,7 @@ exist or is not a UUID, so the answer never reveals that a task exists. Nothing 
 ``last_error``; tracebacks stay in ``error_details`` for the admin.
 """
 
+import re
 import uuid
 
 from django.contrib import messages
@@ -28,6 +29,30 @@ VIEW_PERMISSION = "jobs.view_task"
 # The admin's actions check the same ones (TaskAdmin.has_retry_permission, has_cancel_permission).
 RETRY_PERMISSION = "jobs.retry_task"
 CANCEL_PERMISSION = "jobs.cancel_task"
+
+
+# A scheme as a browser reads one, once it has dropped the spaces around the URL.
+URL_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+LINK_SCHEMES = frozenset({"http", "https"})
+# Browsers drop tabs and newlines anywhere in a URL ("java\tscript:" is "javascript:"), and other
+# control characters have no business in a link: a URL holding any of them is refused outright.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def safe_link(url) -> str | None:
+    """Return ``url`` if it is fit for an ``href``: http(s) or relative; ``None`` otherwise.
+
+    A result comes from task code that may echo user input: ``javascript:``, ``data:`` or
+    ``vbscript:`` in any case or spacing would run in the owner's page. progress.js applies the
+    same rule to the polled JSON.
+    """
+    if not isinstance(url, str) or CONTROL_CHARACTERS.search(url):
+        return None
+    url = url.strip()
+    scheme = URL_SCHEME.match(url)
+    if not url or (scheme and scheme.group(1).lower() not in LINK_SCHEMES):
+        return None
+    return url
 
 
 def visible_task(user, task_id) -> Task:
@@ -110,6 +135,7 @@ def describe(task: Task, user, *, now=None) -> dict:
     now = now or timezone.now()
     show_error = task.status in (Status.FAILED, Status.RETRYING, Status.CANCELLED)
     show_result = task.status == Status.SUCCEEDED and task.result_public
+    result = task.result if show_result else None
     return {
         "id": str(task.pk),
         "name": task.name,
@@ -131,7 +157,9 @@ def describe(task: Task, user, *, now=None) -> dict:
         "error": (task.last_error or None) if show_error else None,
         "can_retry": may_retry(task, user),
         "can_cancel": may_cancel(task, user),
-        "result": task.result if show_result else None,
+        "result": result,
+        # The link the page may render: result["url"] if it passes safe_link, else None.
+        "result_url": safe_link(result.get("url")) if isinstance(result, dict) else None,
         "created_at": _iso(task.created_at),
         "started_at": _iso(task.started_at),
         "finished_at": _iso(task.finished_at),
