@@ -21,7 +21,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from jobs import exporter, health
 from jobs.conf import jobs_settings
 
-
 DATABASE_DOWN = {"status": "unknown", "reason": "UNKNOWN: database unreachable", "problems": []}
 
 

@@ -4,8 +4,8 @@ A task is shown only to its owner and to users holding the task model's ``view_t
 permission; retrying or cancelling someone else's task also needs ``retry_task`` or
 ``cancel_task`` (the permissions the admin's actions use). ``is_staff`` alone grants nothing.
 Everyone else (another user, an anonymous visitor) gets the same 404 as for an id that does not
-exist or is not a UUID, so the answer never reveals that a task exists. Nothing here shows developer detail: the user's message is
-``last_error``; tracebacks stay in ``error_details`` for the admin.
+exist or is not a UUID, so the answer never reveals that a task exists. Nothing here shows
+developer detail: the user's message is ``last_error``; tracebacks stay in ``error_details``.
 """
 
 import re

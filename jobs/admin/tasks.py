@@ -15,6 +15,7 @@ from django.utils import timezone
 from jobs import dashboard, states
 from jobs.admin import actions, display
 from jobs.admin.filters import NameFilter, QueueFilter
+from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.models import Task
 
@@ -22,7 +23,7 @@ from jobs.models import Task
 HEAVY_FIELDS = ("payload", "result", "error_details", "steps", "last_error")
 
 
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     list_display = [
         "name",
         "status_badge",
