@@ -228,7 +228,8 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     def _act_on_one(self, request, object_id, allowed, action):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        if not allowed(request):
+        # As for the bulk actions, which live on the changelist: acting needs seeing too.
+        if not (self.has_view_permission(request) and allowed(request)):
             raise PermissionDenied
         task = self.get_object(request, unquote(object_id))
         if task is None:

@@ -139,13 +139,14 @@ def test_the_schedule_list_editable_form_survives_any_field(admin_client, value)
         "form-TOTAL_FORMS": value,
         "form-INITIAL_FORMS": value,
         "form-0-id": value,
+        f"form-0-{Schedule._meta.pk.name}": value,
         "form-0-enabled": value,
         "_save": "Save",
     }
     assert_no_server_error(admin_client.post("/admin/jobs/schedule/", data))
     data = {**data, "form-TOTAL_FORMS": "1", "form-INITIAL_FORMS": "1"}
     assert_no_server_error(admin_client.post("/admin/jobs/schedule/", data))
-    data["form-0-id"] = str(schedule.pk)
+    data[f"form-0-{Schedule._meta.pk.name}"] = str(schedule.pk)
     assert_no_server_error(admin_client.post("/admin/jobs/schedule/", data))
     assert Schedule.objects.filter(pk=schedule.pk).exists()
 
