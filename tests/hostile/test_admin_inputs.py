@@ -9,6 +9,8 @@ from urllib.parse import quote
 
 import pytest
 from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.models import QueuePause, Schedule, Task
 from jobs.states import Status
@@ -155,3 +157,23 @@ def test_a_nul_in_the_filter_is_reported_as_an_invalid_filter_not_a_crash(admin_
     TaskFactory(queue="default", status=Status.PENDING)
     response = admin_client.get("/admin/jobs/task/?queue=a%00b")
     assert response.status_code in (200, 302)
+
+
+# Any text a browser can send (surrogates excepted: they cannot be percent-encoded from a str,
+# RAW_QUERY_VALUES covers their bytes), in any parameter of the list or the pause form.
+SENDABLE = st.text(st.characters(exclude_categories=("Cs",)), max_size=300)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(parameter=st.sampled_from(TASK_PARAMETERS), value=SENDABLE, queue=SENDABLE)
+def test_any_text_in_any_parameter_or_the_pause_form_is_no_500(
+    admin_client, parameter, value, queue
+):
+    response = admin_client.get(f"/admin/jobs/task/?{parameter}={encoded(value)}")
+    assert_no_server_error(response)
+    response = admin_client.post("/admin/jobs/task/dashboard/pause/", {"queue": queue})
+    assert_no_server_error(response)

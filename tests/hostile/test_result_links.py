@@ -1,8 +1,12 @@
 """Hostile result URLs: the owner's page and the JSON never offer them as a link."""
 
+import re
+
 import pytest
 from django.template import Context, Template
 from django.test import RequestFactory
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobs.views import describe, safe_link
 from tests.factories import TaskFactory, UserFactory
@@ -84,3 +88,12 @@ def test_a_safe_url_is_rendered_as_a_link():
         Context({"task": task, "request": request})
     )
     assert '<a data-jobs-result-link href="/r/1">Get it</a>' in html
+
+
+@given(st.text(max_size=60) | st.from_regex(r"\A\s*[a-zA-Z\t\n]{1,12}:.{0,20}\Z"))
+def test_whatever_text_a_link_is_http_or_relative_and_has_no_control_character(url):
+    link = safe_link(url)
+    if link is not None:
+        assert not re.search(r"[\x00-\x1f\x7f]", link)
+        scheme = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*):", link)
+        assert scheme is None or scheme.group(1).lower() in ("http", "https")
