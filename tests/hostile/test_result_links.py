@@ -63,7 +63,8 @@ def test_what_is_not_a_string_url_is_no_link(url):
 @pytest.mark.parametrize("url", HOSTILE)
 def test_the_json_and_the_rendered_bar_offer_no_link(url):
     owner = UserFactory()
-    task = TaskFactory(succeeded=True, owner=owner, result_public=True, result={"url": url})
+    # Built, not saved: PostgreSQL refuses a NUL in JSON, and the page never reads it back.
+    task = TaskFactory.build(succeeded=True, owner=owner, result_public=True, result={"url": url})
     assert describe(task, owner)["result_url"] is None
 
     request = RequestFactory().get("/tasks/")
