@@ -9,10 +9,11 @@ from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
+from jobs.admin.inputs import HostileInputAdmin
 from jobs.models import Schedule
 
 
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(HostileInputAdmin, admin.ModelAdmin):
     list_display = ["name", "task", "every", "time_zone", "enabled", "last_run_at", "next_run_at"]
     list_filter = ["enabled"]
     list_editable = ["enabled"]

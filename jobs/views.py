@@ -1,12 +1,15 @@
 """The task status, as JSON for the owner's page, and the owner's retry and cancel actions.
 
-A task is shown only to its owner and to staff. Everyone else (another user, an anonymous
-visitor) gets the same 404 as for an id that does not exist or is not a UUID, so the answer never
-reveals that a task exists. Nothing here shows developer detail: the user's message is
-``last_error``; tracebacks stay in ``error_details`` for the admin.
+A task is shown only to its owner and to users holding the task model's ``view_task``
+permission; retrying or cancelling someone else's task also needs ``retry_task`` or
+``cancel_task`` (the permissions the admin's actions use). ``is_staff`` alone grants nothing.
+Everyone else (another user, an anonymous visitor) gets the same 404 as for an id that does not
+exist or is not a UUID, so the answer never reveals that a task exists. Nothing here shows
+developer detail: the user's message is ``last_error``; tracebacks stay in ``error_details``.
 """
 
 import functools
+import re
 import uuid
 
 from django.contrib import messages
@@ -24,6 +27,34 @@ from jobs.models import Task
 from jobs.states import TERMINAL, Status
 
 CANCELLABLE = frozenset({Status.PENDING, Status.RETRYING, Status.RUNNING})
+VIEW_PERMISSION = "jobs.view_task"
+# The admin's actions check the same ones (TaskAdmin.has_retry_permission, has_cancel_permission).
+RETRY_PERMISSION = "jobs.retry_task"
+CANCEL_PERMISSION = "jobs.cancel_task"
+
+
+# A scheme as a browser reads one, once it has dropped the spaces around the URL.
+URL_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+LINK_SCHEMES = frozenset({"http", "https"})
+# Browsers drop tabs and newlines anywhere in a URL ("java\tscript:" is "javascript:"), and other
+# control characters have no business in a link: a URL holding any of them is refused outright.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def safe_link(url) -> str | None:
+    """Return ``url`` if it is fit for an ``href``: http(s) or relative; ``None`` otherwise.
+
+    A result comes from task code that may echo user input: ``javascript:``, ``data:`` or
+    ``vbscript:`` in any case or spacing would run in the owner's page. progress.js applies the
+    same rule to the polled JSON.
+    """
+    if not isinstance(url, str) or CONTROL_CHARACTERS.search(url):
+        return None
+    url = url.strip()
+    scheme = URL_SCHEME.match(url)
+    if not url or (scheme and scheme.group(1).lower() not in LINK_SCHEMES):
+        return None
+    return url
 
 
 def visible_task(user, task_id) -> Task:
@@ -34,7 +65,7 @@ def visible_task(user, task_id) -> Task:
         pk = uuid.UUID(str(task_id))
     except ValueError:
         raise Http404("No such task.") from None
-    tasks = Task.objects.all() if user.is_staff else Task.objects.owned_by(user)
+    tasks = Task.objects.all() if user.has_perm(VIEW_PERMISSION) else Task.objects.owned_by(user)
     task = tasks.filter(pk=pk).first()
     if task is None:
         raise Http404("No such task.")
@@ -48,17 +79,29 @@ def _failed_for_good(task: Task) -> bool:
 
 def may_retry(task: Task, user) -> bool:
     """Tell whether ``user`` may put the failed ``task`` back in the queue."""
-    return task.status == Status.FAILED and _may_act(task, user) and not _failed_for_good(task)
+    return (
+        task.status == Status.FAILED
+        and _may_act(task, user, RETRY_PERMISSION)
+        and not _failed_for_good(task)
+    )
 
 
 def may_cancel(task: Task, user) -> bool:
-    return task.status in CANCELLABLE and task.cancel_requested_at is None and _may_act(task, user)
+    """Tell whether ``user`` may cancel ``task`` (waiting or running, not already asked)."""
+    return (
+        task.status in CANCELLABLE
+        and task.cancel_requested_at is None
+        and _may_act(task, user, CANCEL_PERMISSION)
+    )
 
 
-def _may_act(task: Task, user) -> bool:
+def _may_act(task: Task, user, permission: str) -> bool:
     if not getattr(user, "is_authenticated", False):
         return False
-    return user.is_staff or task.owner_id == user.pk
+    # Acting on another's task also needs reading it, as in the admin (no changelist without it).
+    return task.owner_id == user.pk or (
+        user.has_perm(VIEW_PERMISSION) and user.has_perm(permission)
+    )
 
 
 def estimate_remaining(task: Task, now) -> int | None:
@@ -94,6 +137,7 @@ def describe(task: Task, user, *, now=None) -> dict:
     now = now or timezone.now()
     show_error = task.status in (Status.FAILED, Status.RETRYING, Status.CANCELLED)
     show_result = task.status == Status.SUCCEEDED and task.result_public
+    result = task.result if show_result else None
     return {
         "id": str(task.pk),
         "name": task.name,
@@ -115,7 +159,9 @@ def describe(task: Task, user, *, now=None) -> dict:
         "error": (task.last_error or None) if show_error else None,
         "can_retry": may_retry(task, user),
         "can_cancel": may_cancel(task, user),
-        "result": task.result if show_result else None,
+        "result": result,
+        # The link the page may render: result["url"] if it passes safe_link, else None.
+        "result_url": safe_link(result.get("url")) if isinstance(result, dict) else None,
         "created_at": _iso(task.created_at),
         "started_at": _iso(task.started_at),
         "finished_at": _iso(task.finished_at),
@@ -147,7 +193,7 @@ def _not_found():
 @require_GET
 @anonymous_without_auth_middleware
 def task_status(request, task_id):
-    """Return the task's status as JSON, to its owner or staff; 404 to anyone else."""
+    """Return the task's status as JSON, to its owner or a viewer; 404 to anyone else."""
     try:
         task = visible_task(request.user, task_id)
     except Http404:
@@ -170,6 +216,10 @@ def task_action(request, task_id):
     except Http404:
         return _not_found()
     action = request.POST.get("action", "")
+    needed = {"retry": RETRY_PERMISSION, "cancel": CANCEL_PERMISSION}.get(action)
+    if needed and not _may_act(task, request.user, needed):
+        # A viewer who may read the task but not act on it: it exists, so say no plainly.
+        return JsonResponse({"error": f"You may not {action} this task."}, status=403)
     if action == "retry" and may_retry(task, request.user):
         transitions.requeue(task)
         ok, text = task.status == Status.PENDING, "Queued again."

@@ -4,6 +4,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.template import Context, Template
 from django.test import Client, RequestFactory
 from django.urls import reverse
@@ -76,10 +77,21 @@ def test_the_owner_reads_status_progress_attempts_and_an_estimate(owner_client, 
     assert body["urls"] == {"status": status_url(task), "action": action_url(task)}
 
 
-def test_staff_read_anyones_task(client, owner):
+def test_holders_of_the_view_permission_read_anyones_task(client, owner):
     task = TaskFactory(owner=owner)
-    client.force_login(UserFactory(username="operator", is_staff=True))
+    operator = UserFactory(username="operator")
+    operator.user_permissions.add(Permission.objects.get(codename="view_task"))
+    client.force_login(operator)
     assert client.get(status_url(task)).json()["id"] == str(task.pk)
+
+
+def test_staff_without_permissions_see_nothing_of_others(client, owner):
+    task = TaskFactory(owner=owner, failed=True)
+    client.force_login(UserFactory(username="operator", is_staff=True))
+    assert client.get(status_url(task)).json() == {"error": "No such task."}
+    assert client.post(action_url(task), {"action": "retry"}).status_code == 404
+    task.refresh_from_db()
+    assert task.status == Status.FAILED
 
 
 @pytest.mark.parametrize(
@@ -103,7 +115,7 @@ def test_an_anonymous_visitor_gets_404_not_a_login_redirect(client, owner):
     assert task.status == Status.PENDING
 
 
-def test_a_task_without_owner_is_seen_only_by_staff(owner_client):
+def test_a_task_without_owner_is_seen_only_by_viewers(owner_client):
     assert owner_client.get(status_url(TaskFactory(owner=None))).status_code == 404
 
 

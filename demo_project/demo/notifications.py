@@ -2,11 +2,12 @@
 
 No task contains notification code: the worker sends ``task_finished`` once the outcome is
 committed, and this receiver leaves a message for the owner's next page (and, for imports, an
-e-mail).
+e-mail). The middleware shows them grouped: many of a kind make one banner with their count.
 """
 
 from django.contrib import messages
 from django.core.mail import send_mail
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from demo_project.demo.models import Notification
@@ -30,14 +31,62 @@ def notify_owner(sender, task, status, **kwargs):
     what = task.summary or f"Your {kind}"
     text = f"{what} {VERBS.get(status, status)}: {status_text(task)}"
     Notification.objects.create(user_id=task.owner_id, text=text, succeeded=status == "succeeded")
+    if kind != "import":
+        return  # no need to read the owner: a bulk cancel of reports is one INSERT per task
     owner = task.owner
-    if kind == "import" and owner is not None and owner.email:
+    if owner is not None and owner.email:
         send_mail(
             subject=f"{what} {VERBS.get(status, status)}",
             message=f"Hello {owner.get_username()},\n\n{text}\n",
             from_email=None,
             recipient_list=[owner.email],
         )
+
+
+# More unread notifications of one kind than this become one summary banner ("20,000 tasks
+# cancelled"): a bulk action in the admin must not bury the owner's next page.
+SHOWN_ONE_BY_ONE = 3
+# status_text() of a cancelled task is "Cancelled.", so a cancellation's text always ends so.
+CANCELLED_TAIL = f" {VERBS['cancelled']}: Cancelled."
+KINDS = [
+    # (kind, which unread notifications, level, summary)
+    ("done", Q(succeeded=True), messages.SUCCESS, "{n} tasks done"),
+    (
+        "cancelled",
+        Q(succeeded=False, text__endswith=CANCELLED_TAIL),
+        messages.WARNING,
+        "{n} tasks cancelled",
+    ),
+    (
+        "failed",
+        Q(succeeded=False) & ~Q(text__endswith=CANCELLED_TAIL),
+        messages.WARNING,
+        "{n} tasks failed: see My tasks for what went wrong",
+    ),
+]
+
+
+def show_unread(request, user, *, now=None):
+    """Add the user's unread notifications to ``request``'s messages, grouped by kind.
+
+    A few of a kind are shown as they are; more become one summary with the count. Each kind
+    costs one count and at most SHOWN_ONE_BY_ONE rows, however many are unread.
+    """
+    unread = Notification.objects.filter(user=user, shown_at__isnull=True)
+    newest = unread.order_by("-pk").values_list("pk", flat=True).first()
+    if newest is None:
+        return
+    # Only what exists now: a notification written meanwhile waits for the next page.
+    unread = unread.filter(pk__lte=newest)
+    counts = unread.aggregate(**{kind: Count("pk", filter=which) for kind, which, *_ in KINDS})
+    for kind, which, level, summary in KINDS:
+        n = counts[kind]
+        if n > SHOWN_ONE_BY_ONE:
+            messages.add_message(request, level, summary.format(n=f"{n:,}"), fail_silently=True)
+        elif n:
+            for text in unread.filter(which).order_by("pk").values_list("text", flat=True):
+                messages.add_message(request, level, text, fail_silently=True)
+    unread.update(shown_at=now or timezone.now())
 
 
 class NotificationMiddleware:
@@ -51,12 +100,5 @@ class NotificationMiddleware:
         # Only pages: the status JSON polled every 2 seconds must not swallow the messages.
         wants_page = request.method == "GET" and not request.path.startswith(("/jobs/", "/static/"))
         if wants_page and user is not None and user.is_authenticated:
-            unread = list(Notification.objects.filter(user=user, shown_at__isnull=True))
-            for note in unread:
-                level = messages.SUCCESS if note.succeeded else messages.WARNING
-                messages.add_message(request, level, note.text, fail_silently=True)
-            if unread:
-                Notification.objects.filter(pk__in=[n.pk for n in unread]).update(
-                    shown_at=timezone.now()
-                )
+            show_unread(request, user)
         return self.get_response(request)

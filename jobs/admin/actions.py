@@ -4,6 +4,9 @@ Each action is one conditional update per chunk of rows (``jobs.transitions``), 
 a worker finishes while the action runs is either moved or reported skipped, never overwritten.
 The skip reasons come from one grouped count of the selected rows the action did not touch,
 read after the update: they describe what really stopped each row, races included.
+
+A selection is walked in chunks of ``CHUNK_SIZE`` ids in primary-key order (keyset, not
+OFFSET), so an action over 100,000 tasks holds one chunk of ids and rows in memory at a time.
 """
 
 from dataclasses import dataclass, field
@@ -12,7 +15,12 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from jobs import states, transitions
+from jobs.models import Task
 from jobs.states import Status
+
+# Ids per statement: few enough for SQLite's parameter limit and for the rows that the signals of
+# one chunk load, many enough that 100,000 tasks take 100 round trips.
+CHUNK_SIZE = 1000
 
 RETRY_REASONS = {
     Status.PENDING: "already waiting",
@@ -65,7 +73,7 @@ def _tasks(n: int, noun: str = "task") -> str:
 def retry(queryset, *, now=None) -> ActionReport:
     """Requeue the failed and cancelled tasks of ``queryset``; report the others with reasons."""
     now = now or timezone.now()
-    done = transitions.requeue_many(queryset, now=now)
+    done = sum(transitions.requeue_many(chunk, now=now) for chunk in chunks(queryset))
     skipped = _reasons(queryset, now, states.REQUEUE.sources, RETRY_REASONS)
     return ActionReport(done=done, verb="requeued", skipped=skipped)
 
@@ -73,12 +81,25 @@ def retry(queryset, *, now=None) -> ActionReport:
 def cancel(queryset, *, now=None) -> ActionReport:
     """Cancel waiting tasks, ask running ones to stop; report finished ones with reasons."""
     now = now or timezone.now()
-    counts = transitions.cancel_many(queryset, now=now)
+    cancelled = requested = 0
+    for chunk in chunks(queryset):
+        counts = transitions.cancel_many(chunk, now=now)
+        cancelled, requested = cancelled + counts.cancelled, requested + counts.requested
     reasons = {**CANCEL_REASONS, "stop requested": "cancellation already requested"}
     skipped = _reasons(queryset, now, states.CANCEL.sources | {Status.RUNNING}, reasons)
-    return ActionReport(
-        done=counts.cancelled, verb="cancelled", requested=counts.requested, skipped=skipped
-    )
+    return ActionReport(done=cancelled, verb="cancelled", requested=requested, skipped=skipped)
+
+
+def chunks(queryset, size: int = CHUNK_SIZE):
+    """Yield the rows of ``queryset`` as querysets of at most ``size`` ids, in key order."""
+    ids = queryset.order_by("pk").values_list("pk", flat=True)
+    last = None
+    while True:
+        batch = list((ids if last is None else ids.filter(pk__gt=last))[:size])
+        if not batch:
+            return
+        yield Task.objects.filter(pk__in=batch)
+        last = batch[-1]
 
 
 def _reasons(queryset, now, sources, reasons) -> dict[str, int]:

@@ -15,14 +15,15 @@ from django.utils import timezone
 from jobs import dashboard, states
 from jobs.admin import actions, display
 from jobs.admin.filters import NameFilter, QueueFilter
-from jobs.admin.paginator import EstimatedCountPaginator
+from jobs.admin.inputs import HostileInputAdmin
+from jobs.admin.paginator import EXACT_COUNT_LIMIT, EstimatedCountPaginator
 from jobs.models import Task
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
 HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
 
 
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     list_display = [
         "name",
         "status_badge",
@@ -163,11 +164,34 @@ class TaskAdmin(admin.ModelAdmin):
 
     @admin.action(permissions=["retry"], description="Retry selected tasks (failed or cancelled)")
     def retry_tasks(self, request, queryset):
-        self._report(request, actions.retry(queryset))
+        if not self._refused_beyond_the_count(request, queryset):
+            self._report(request, actions.retry(queryset))
 
     @admin.action(permissions=["cancel"], description="Cancel selected tasks")
     def cancel_tasks(self, request, queryset):
-        self._report(request, actions.cancel(queryset))
+        if not self._refused_beyond_the_count(request, queryset):
+            self._report(request, actions.cancel(queryset))
+
+    def _refused_beyond_the_count(self, request, queryset) -> bool:
+        """Refuse "select all" over more tasks than the list counts exactly; say so.
+
+        Past EXACT_COUNT_LIMIT the list shows a capped or estimated count: acting on the whole
+        filter would touch tasks the operator was never shown a number for (10,001 shown,
+        20,000 cancelled).
+        """
+        if request.POST.get("select_across") != "1":
+            return False  # ticked rows: exactly the ids posted
+        if queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count() <= EXACT_COUNT_LIMIT:
+            return False
+        self.message_user(
+            request,
+            f"Nothing was done: “select all” covers more than {EXACT_COUNT_LIMIT:,} tasks, "
+            "more than the list counts exactly. Narrow the list with the filters (status, "
+            f"queue, task name, date) to at most {EXACT_COUNT_LIMIT:,} tasks, then run the "
+            "action on each part.",
+            messages.ERROR,
+        )
+        return True
 
     def _report(self, request, report):
         level = messages.SUCCESS if report.done or report.requested else messages.WARNING
@@ -207,7 +231,8 @@ class TaskAdmin(admin.ModelAdmin):
     def _act_on_one(self, request, object_id, allowed, action):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        if not allowed(request):
+        # As for the bulk actions, which live on the changelist: acting needs seeing too.
+        if not (self.has_view_permission(request) and allowed(request)):
             raise PermissionDenied
         task = self.get_object(request, unquote(object_id))
         if task is None:

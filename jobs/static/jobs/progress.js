@@ -21,6 +21,17 @@
     return "about " + Math.round(seconds / 60) + " min left";
   }
 
+  // The link rule of jobs.views.safe_link: http(s) or relative, never javascript:, data:...
+  // Browsers drop tabs and newlines inside a URL and spaces around it, so a URL with a control
+  // character is refused and the scheme is read after trimming.
+  function safeLink(url) {
+    if (typeof url !== "string" || /[\u0000-\u001f\u007f]/.test(url)) return null;
+    url = url.trim();
+    var scheme = /^([a-zA-Z][a-zA-Z0-9+.\-]*):/.exec(url);
+    if (!url || (scheme && !/^https?$/i.test(scheme[1]))) return null;
+    return url;
+  }
+
   function setText(root, name, text) {
     var node = root.querySelector('[data-jobs-field="' + name + '"]');
     if (node) node.textContent = text;
@@ -51,10 +62,14 @@
     setText(root, "eta", remainingText(status.eta_seconds));
 
     var link = root.querySelector("[data-jobs-result-link]");
-    if (link && status.result && status.result.url) {
-      link.href = status.result.url;
+    var url = status.result ? safeLink(status.result.url) : null;
+    if (link && url) {
+      link.href = url;
       link.textContent = status.result.label || "Download the result";
       link.hidden = false;
+    } else if (link && status.result) {
+      link.removeAttribute("href"); // a result whose url is unsafe gets no link at all
+      link.hidden = true;
     }
     var retry = root.querySelector("[data-jobs-retry]");
     var cancel = root.querySelector("[data-jobs-cancel]");
