@@ -17,6 +17,7 @@ from django.utils import timezone
 from jobs import signals, transitions
 from jobs.context import TaskContext
 from jobs.db import is_connection_fault, retry_on_database_error, savepoint_in_transaction
+from jobs.error_records import ErrorRecord, unstorable_error
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
 from jobs.models import Task
 from jobs.payload import validate_json
@@ -45,7 +46,7 @@ class Runnable:
 class Outcome:
     kind: str
     result: object = None
-    error: transitions.ErrorRecord | None = None
+    error: ErrorRecord | None = None
     retry_in: float = 0.0
     duration: float = 0.0
     deferred: bool = False  # a success left for the caller to record
@@ -151,7 +152,7 @@ def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | N
         logger.exception("classifying the task's exception failed id=%s", task.pk)
         transient = will_retry = False
         message, retry_in = GENERIC_FAILURE_MESSAGE, 0.0
-    error = transitions.ErrorRecord.from_exception(exc, message, transient)
+    error = ErrorRecord.from_exception(exc, message, transient)
     if not will_retry:
         return Outcome(FAILED, error=error)
     return Outcome(RETRYING, error=error, retry_in=retry_in)
@@ -186,7 +187,7 @@ def _succeed(task: Task, outcome: Outcome, now) -> bool:
         if is_connection_fault(exc):
             raise  # retry_on_database_error tries again
         outcome.kind, outcome.result = FAILED, None
-        outcome.error = transitions.unstorable_error(exc)
+        outcome.error = unstorable_error(exc)
         return transitions.fail(task, outcome.error, now=now)
 
 

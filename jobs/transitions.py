@@ -11,7 +11,7 @@ import enum
 import json
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import F
@@ -20,57 +20,11 @@ from django.utils import timezone
 
 from jobs import signals, states
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
-from jobs.error_text import formatted_traceback, printed, qualified_name, storable_text
-from jobs.exceptions import PermanentError
+from jobs.error_records import ErrorRecord, unstorable_error
 from jobs.models import Task
 from jobs.states import Status
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ErrorRecord:
-    """What one failed attempt leaves behind: the user's message apart from the developer's."""
-
-    user_message: str
-    exception: str
-    message: str
-    traceback: str = ""
-    transient: bool = False
-    # The task said the input is wrong (PermanentError): retrying it unchanged cannot help.
-    permanent: bool = False
-    extra: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, user_message: str, transient: bool):
-        """Describe ``exc``; never raises, whatever the exception does when it is printed.
-
-        Every text is made storable on every database (see ``storable_text``); an exception
-        whose ``str()`` or ``repr()`` raises is described by its class, with a note saying so.
-        """
-        exc_type = type(exc)
-        return cls(
-            user_message=storable_text(printed(user_message, "user message")),
-            exception=storable_text(qualified_name(exc_type)),
-            message=storable_text(printed(exc, "exception")),
-            traceback=storable_text(formatted_traceback(exc)),
-            transient=bool(transient),
-            permanent=isinstance(exc, PermanentError),
-        )
-
-    def as_entry(self, task: Task, now) -> dict:
-        return {
-            "attempt": task.attempts,
-            "at": now.isoformat(),
-            "worker_id": task.worker_id,
-            "exception": self.exception,
-            "message": self.message,
-            "traceback": self.traceback,
-            "user_message": self.user_message,
-            "transient": self.transient,
-            "permanent": self.permanent,
-            **self.extra,
-        }
 
 
 def _apply(transition: states.Transition, queryset, values: dict, now) -> int:
@@ -159,19 +113,6 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
         fail_unstorable(success, error, now=now)
     unstorable = {id(success) for success, _ in refused}
     return succeeded([success for success in successes if id(success) not in unstorable], applied)
-
-
-def unstorable_error(error: Exception) -> ErrorRecord:
-    """The error recorded for a task whose result the database refused, saying ``error``."""
-    kind = type(error)
-    # The whole text, DETAIL included ("\u0000 cannot be converted to text"), on one line.
-    reason = " ".join(str(error).split())[:500] or kind.__name__
-    return ErrorRecord(
-        user_message="The task finished, but its result could not be stored.",
-        exception=f"{kind.__module__}.{kind.__qualname__}",
-        message=f"the database refused to store the result of this task: {reason}",
-        permanent=True,
-    )
 
 
 def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:

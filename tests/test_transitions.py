@@ -4,9 +4,10 @@ import pytest
 from django.utils import timezone
 
 from jobs import states, transitions
+from jobs.error_records import ErrorRecord
 from jobs.models import Task
 from jobs.states import Status
-from jobs.transitions import CancelOutcome, ErrorRecord
+from jobs.transitions import CancelOutcome
 from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db

@@ -2,8 +2,7 @@
 
 import pytest
 
-from jobs.error_text import storable_text
-from jobs.transitions import ErrorRecord
+from jobs.error_records import ErrorRecord, storable_text
 
 
 class StrRaises(Exception):

@@ -1,0 +1,120 @@
+"""What a failed attempt records: the user's message apart from the developer's, storable anywhere.
+
+An ``ErrorRecord`` describes one failed attempt; ``jobs.transitions`` writes it into the task's
+``last_error`` and ``error_details``. Its texts come from the helpers below, none of which
+raises, whatever a task's exception does when it is printed or formatted, and each gives text
+that PostgreSQL and SQLite both store.
+"""
+
+import traceback as _traceback
+from dataclasses import dataclass, field
+
+from jobs.exceptions import PermanentError
+
+
+def storable_text(text: str) -> str:
+    """``text`` made storable by PostgreSQL and SQLite alike, escaped rather than cut.
+
+    PostgreSQL refuses NUL in text and in JSON, and neither database can encode a lone
+    surrogate (``"\\ud800"``) as UTF-8: NUL becomes the four characters ``\\x00`` and a lone
+    surrogate its Python escape (``\\ud800``), so the text still says what was there.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def printed(value, what: str) -> str:
+    """``str(value)``, or a note naming its class when printing it raises or gives no text."""
+    try:
+        text = str(value)
+        if isinstance(text, str):
+            return str.__str__(text)  # a plain str, whatever subclass __str__ returned
+    except BaseException:  # a task's object may raise anything when printed
+        pass
+    return f"<{what} of type {qualified_name(type(value))}: str() failed>"
+
+
+def qualified_name(cls: type) -> str:
+    try:
+        return f"{cls.__module__}.{cls.__qualname__}"
+    except BaseException:  # a metaclass may make these attributes raise
+        return object.__repr__(cls)
+
+
+def formatted_traceback(exc: BaseException) -> str:
+    """The traceback as Python prints it; the frames alone if formatting the exception fails
+    (``traceback`` itself raises on, for instance, an ``__notes__`` that is not a list)."""
+    try:
+        return "".join(_traceback.format_exception(exc))
+    except BaseException:
+        pass
+    try:
+        frames = "".join(_traceback.format_tb(exc.__traceback__))
+    except BaseException:
+        frames = ""
+    name = qualified_name(type(exc))
+    return f"Traceback (most recent call last):\n{frames}{name}: <formatting failed>\n"
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """What one failed attempt leaves behind: the user's message apart from the developer's."""
+
+    user_message: str
+    exception: str
+    message: str
+    traceback: str = ""
+    transient: bool = False
+    # The task said the input is wrong (PermanentError): retrying it unchanged cannot help.
+    permanent: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, user_message: str, transient: bool):
+        """Describe ``exc``; never raises, whatever the exception does when it is printed.
+
+        Every text is made storable on every database (see ``storable_text``); an exception
+        whose ``str()`` or ``repr()`` raises is described by its class, with a note saying so.
+        """
+        exc_type = type(exc)
+        return cls(
+            user_message=storable_text(printed(user_message, "user message")),
+            exception=storable_text(qualified_name(exc_type)),
+            message=storable_text(printed(exc, "exception")),
+            traceback=storable_text(formatted_traceback(exc)),
+            transient=bool(transient),
+            permanent=isinstance(exc, PermanentError),
+        )
+
+    def as_entry(self, task, now) -> dict:
+        """The ``error_details`` entry of this attempt of ``task``, as of ``now``."""
+        return {
+            "attempt": task.attempts,
+            "at": now.isoformat(),
+            "worker_id": task.worker_id,
+            "exception": self.exception,
+            "message": self.message,
+            "traceback": self.traceback,
+            "user_message": self.user_message,
+            "transient": self.transient,
+            "permanent": self.permanent,
+            **self.extra,
+        }
+
+
+def unstorable_error(error: Exception) -> ErrorRecord:
+    """The error recorded for a task whose result the database refused, saying ``error``."""
+    kind = type(error)
+    # The whole text, DETAIL included ("\u0000 cannot be converted to text"), on one line.
+    reason = " ".join(str(error).split())[:500] or kind.__name__
+    return ErrorRecord(
+        user_message="The task finished, but its result could not be stored.",
+        exception=f"{kind.__module__}.{kind.__qualname__}",
+        message=f"the database refused to store the result of this task: {reason}",
+        permanent=True,
+    )
