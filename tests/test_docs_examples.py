@@ -99,7 +99,13 @@ def test_the_central_examples_run():
     assert any(example.mark == "run" for example in tutorial)
     run_here = [e for e in tutorial if e.language == "python" and e.mark == ""]
     assert len(run_here) >= 4
-    for page in ("tutorial.md", "howto/retries.md", "howto/idempotency.md"):
+    for page in (
+        "tutorial.md",
+        "howto/tasks.md",
+        "howto/retries.md",
+        "howto/idempotency.md",
+        "howto/progress.md",
+    ):
         assert page in PAGES_WITH_EXAMPLES
 
 
