@@ -8,7 +8,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/jobs
 SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-sqlite test-postgres lint migrations-check postgres chromium test-newest-python test-package clean
+.PHONY: install demo test test-sqlite test-postgres lint migrations-check docs postgres chromium test-newest-python test-package clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,10 @@ demo: install
 	$(PY) manage.py runworker & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 		$(PY) manage.py runserver 127.0.0.1:8000
 
-# The whole suite: lint, migrations check, then every test on SQLite and on PostgreSQL, and
-# again with Django 6 on a newer Python when the machine has one; then, once, the package.
-test: lint migrations-check test-sqlite test-postgres test-newest-python test-package
+# The whole suite: lint, migrations check, the documentation site, then every test on SQLite
+# and on PostgreSQL, and again with Django 6 on a newer Python when the machine has one; then,
+# once, the package.
+test: lint migrations-check docs test-sqlite test-postgres test-newest-python test-package
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -38,6 +39,11 @@ lint: install
 
 migrations-check: install
 	DJANGO_SETTINGS_MODULE=tests.settings $(PY) manage.py makemigrations --check --dry-run
+
+# The documentation site (docs/, Sphinx with MyST pages and autodoc) into docs/_build/html; any
+# warning fails the build. Its Python examples are run by tests/test_docs_examples.py.
+docs: install
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
 test-sqlite: install chromium
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on SQLite"
@@ -71,4 +77,4 @@ test-package: install
 		--python $(PYTHON) $$(.ci/find-newer-python --all | sed 's/^/--python /')
 
 clean:
-	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache build dist *.egg-info
+	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache build dist *.egg-info docs/_build

@@ -27,6 +27,12 @@ def test_readme_installs_this_distribution():
     assert set(installs) == {DISTRIBUTION}, installs
 
 
+def test_the_documentation_installs_this_distribution_only():
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        installs = set(re.findall(r"pip install (?:--upgrade )?\"?([\w.-]+)", page.read_text()))
+        assert installs <= {DISTRIBUTION}, (page, installs)
+
+
 def test_the_version_has_one_source():
     assert pyproject()["project"]["dynamic"] == ["version"]
     assert "version" not in pyproject()["project"]
