@@ -34,7 +34,8 @@ class HostileInputAdmin:
             return None  # the "does not exist" redirect, as for any unknown id
         return super().get_object(request, object_id, from_field)
 
-    def response_action(self, request, queryset):
+    def response_action(self, request, queryset, *args, **kwargs):
+        # *args, **kwargs: Django 6.1 added ``action_location``; pass on whatever this Django has.
         pk_field = self.model._meta.pk
         try:
             for value in request.POST.getlist(ACTION_CHECKBOX_NAME):
@@ -46,4 +47,4 @@ class HostileInputAdmin:
                 messages.ERROR,
             )
             return HttpResponseRedirect(request.get_full_path())
-        return super().response_action(request, queryset)
+        return super().response_action(request, queryset, *args, **kwargs)
