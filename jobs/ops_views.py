@@ -1,15 +1,18 @@
 """Endpoints for operators' tools: a health probe and the Prometheus metrics.
 
 ``health`` is open, as probes send no credentials: to them it answers with its status code and
-``{"status": ...}`` only; staff and holders of the bearer token also get the reasons (queue names
-and ages are the operator's business, not the public's). ``metrics`` is for staff, or for a
-scraper that sends ``Authorization: Bearer <token>`` matching ``JOBS_METRICS_TOKEN``.
+``{"status": ...}`` only; holders of ``jobs.view_task`` (superusers included) and of the bearer
+token also get the reasons (queue names and ages are the operator's business, not the public's).
+``metrics`` is for the same readers, or for a scraper that sends ``Authorization: Bearer
+<token>`` matching ``JOBS_METRICS_TOKEN``. ``is_staff`` alone grants nothing, as everywhere in
+jobs: it opens the admin's door, not what is behind it.
 
 Both answer 503 with a JSON body while the database is down, whoever asks: the token is checked
-before the session (which lives in the database), and a user that cannot be loaded counts as
-anonymous, so a probe or a scraper never gets a 500 page instead of "unavailable".
+before the session (which lives in the database), and a user that cannot be loaded, or whose
+permissions cannot be read, gets "unavailable", never a 500 page.
 """
 
+import enum
 import hmac
 
 from django.db import DatabaseError
@@ -22,36 +25,44 @@ from jobs import exporter, health
 from jobs.conf import jobs_settings
 
 DATABASE_DOWN = {"status": "unknown", "reason": "UNKNOWN: database unreachable", "problems": []}
+# What lets a session read the operators' endpoints (the admin's dashboard needs the same).
+READ_PERMISSION = "jobs.view_task"
+
+
+class Access(enum.Enum):
+    GRANTED = "granted"  # the bearer token, or a user holding READ_PERMISSION
+    NO_CREDENTIALS = "no credentials"  # nobody logged in, no (right) token: 401
+    NOT_PERMITTED = "not permitted"  # logged in without READ_PERMISSION: 403
+    UNKNOWN = "unknown"  # the database is down and the answer depended on it: 503
 
 
 @never_cache
 @require_safe
 def health_view(request):
-    """Answer 200 when healthy, 503 when not (or when the database is down); reasons to staff."""
+    """Answer 200 when healthy, 503 when not (or when the database is down); reasons to readers."""
     try:
         verdict = health.check()
     except DatabaseError:
         body, status = DATABASE_DOWN, 503
     else:
         body, status = verdict.as_dict(), 200 if verdict.ok else 503
-    if not is_operator(request):  # None (could not tell) shows no more than False
+    if access(request) is not Access.GRANTED:  # UNKNOWN shows no more than a refusal
         body = {"status": body["status"]}
     return JsonResponse(body, status=status)
 
 
-def is_operator(request) -> bool | None:
-    """Whether the request carries the metrics bearer token or comes from staff.
-
-    ``None`` when the database is down and the answer depended on it (a session's user).
-    """
+def access(request) -> Access:
+    """Whether the request may read the operators' endpoints (see ``Access``)."""
     if bearer_token_matches(request):
-        return True  # no database needed: the token is in the settings
+        return Access.GRANTED  # no database needed: the token is in the settings
     try:
-        # Loading the user reads the session and the user tables.
+        # Loading the user reads the session and the user tables, has_perm the permissions.
         user = getattr(request, "user", None)
-        return user is not None and user.is_active and user.is_staff
+        if user is None or not user.is_authenticated:
+            return Access.NO_CREDENTIALS
+        return Access.GRANTED if user.has_perm(READ_PERMISSION) else Access.NOT_PERMITTED
     except DatabaseError:
-        return None
+        return Access.UNKNOWN
 
 
 def bearer_token_matches(request) -> bool:
@@ -69,14 +80,17 @@ def bearer_token_matches(request) -> bool:
 @never_cache
 @require_safe
 def metrics_view(request):
-    """Return the metrics to staff or to a holder of the bearer token; 401 to others."""
-    operator = is_operator(request)
-    if operator is None:
+    """Return the metrics to holders of ``jobs.view_task`` or of the bearer token."""
+    allowed = access(request)
+    if allowed is Access.UNKNOWN:
         return JsonResponse(DATABASE_DOWN, status=503)
-    if not operator:
-        response = HttpResponse("Staff login or a bearer token is required.\n", status=401)
+    if allowed is Access.NO_CREDENTIALS:
+        response = HttpResponse("A login or a bearer token is required.\n", status=401)
         response["WWW-Authenticate"] = 'Bearer realm="jobs metrics"'
         return response
+    if allowed is Access.NOT_PERMITTED:
+        # Logged in, but the account lacks the permission: logging in again would not help.
+        return HttpResponse(f"The {READ_PERMISSION} permission is required.\n", status=403)
     try:
         text = exporter.render()
     except DatabaseError:

@@ -7,6 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobs import claiming, counters, executor, exporter, transitions
 from jobs.models import Task
 from tests.factories import TaskFactory, UserFactory, WorkerFactory
+from tests.test_admin import staff
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db
@@ -141,14 +142,21 @@ def test_anonymous_visitors_get_401(client):
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
-def test_a_logged_in_non_staff_user_gets_401(client):
+def test_a_logged_in_user_without_the_view_permission_gets_403(client):
     client.force_login(UserFactory())
-    assert client.get("/jobs/ops/metrics").status_code == 401
+    assert client.get("/jobs/ops/metrics").status_code == 403
 
 
-def test_staff_read_them(client):
+def test_staff_without_the_view_permission_get_403(client):
+    client.force_login(staff("retry_task", "cancel_task"))
+    response = client.get("/jobs/ops/metrics")
+    assert response.status_code == 403
+    assert b"jobs.view_task" in response.content
+
+
+def test_readers_of_tasks_read_them(client):
     TaskFactory()
-    client.force_login(UserFactory(is_staff=True))
+    client.force_login(staff("view_task"))
     response = client.get("/jobs/ops/metrics")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=")

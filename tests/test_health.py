@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from jobs import health
 from tests.factories import TaskFactory, UserFactory, WorkerFactory
+from tests.test_admin import staff
 
 pytestmark = pytest.mark.django_db
 
@@ -145,9 +146,9 @@ def test_endpoint_says_200_when_healthy(client, worker):
     assert response.json()["status"] == "ok"
 
 
-def test_endpoint_says_503_with_the_same_reason_to_staff_when_not(client, now):
+def test_endpoint_says_503_with_the_same_reason_to_readers_of_tasks_when_not(client, now):
     waiting_since(4000, now)
-    client.force_login(UserFactory(is_staff=True))
+    client.force_login(staff("view_task"))
     response = client.get("/jobs/ops/health")
     assert response.status_code == 503
     body = response.json()
@@ -158,6 +159,14 @@ def test_endpoint_says_503_with_the_same_reason_to_staff_when_not(client, now):
 
 def test_anonymous_probes_get_the_status_but_not_the_reasons(client, now):
     waiting_since(4000, now)
+    response = client.get("/jobs/ops/health")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unhealthy"}
+
+
+def test_staff_without_the_view_permission_get_no_reasons(client, now):
+    waiting_since(4000, now)
+    client.force_login(staff())
     response = client.get("/jobs/ops/health")
     assert response.status_code == 503
     assert response.json() == {"status": "unhealthy"}

@@ -61,13 +61,13 @@ class ActionReport:
             else:
                 # The commonest reason first; ties by name, so the wording is stable.
                 ordered = sorted(self.skipped.items(), key=lambda item: (-item[1], item[0]))
-                reasons = ", ".join(f"{n} {reason}" for reason, n in ordered)
-            parts.append(f"{self.skipped_count} skipped: {reasons}")
+                reasons = ", ".join(f"{n:,} {reason}" for reason, n in ordered)
+            parts.append(f"{self.skipped_count:,} skipped: {reasons}")
         return "; ".join(parts)
 
 
 def _tasks(n: int, noun: str = "task") -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def retry(queryset, *, now=None) -> ActionReport:
@@ -102,14 +102,40 @@ def chunks(queryset, size: int = CHUNK_SIZE):
         last = batch[-1]
 
 
+def plan(verb: str, queryset) -> ActionReport:
+    """Say what ``retry`` ("requeued") or ``cancel`` ("cancelled") would do, in one grouped count.
+
+    The report of an action not yet run: ``done`` and ``requested`` are the tasks it would move
+    and ask to stop, ``skipped`` the others, with the reasons the action would give.
+    """
+    moves = (states.REQUEUE if verb == "requeued" else states.CANCEL).sources
+    done = requested = 0
+    skipped: dict[str, int] = {}
+    for status, n, stopping in _by_status(queryset):
+        if status in moves:
+            done += n
+        elif verb == "cancelled" and status == Status.RUNNING:
+            requested += n - stopping
+            _add(skipped, "cancellation already requested", stopping)
+        else:
+            reasons = RETRY_REASONS if verb == "requeued" else CANCEL_REASONS
+            _add(skipped, reasons.get(status, f"already {status}"), n)
+    return ActionReport(done=done, verb=verb, requested=requested, skipped=skipped)
+
+
+def _by_status(queryset):
+    """Rows of (status, how many, how many asked to stop) of ``queryset``: one grouped count."""
+    return (
+        queryset.order_by()
+        .values_list("status")
+        .annotate(n=Count("*"), stopping=Count("pk", filter=Q(cancel_requested_at__isnull=False)))
+    )
+
+
 def _reasons(queryset, now, sources, reasons) -> dict[str, int]:
     # Rows this action moved carry updated_at == now; the rest of the selection was skipped.
-    untouched = queryset.exclude(updated_at=now).order_by()
-    rows = untouched.values_list("status").annotate(
-        n=Count("*"), stopping=Count("pk", filter=Q(cancel_requested_at__isnull=False))
-    )
     found: dict[str, int] = {}
-    for status, n, stopping in rows:
+    for status, n, stopping in _by_status(queryset.exclude(updated_at=now)):
         if status == Status.RUNNING and "stop requested" in reasons:
             # cancel_many asks once; a task already asked is skipped, others raced.
             _add(found, reasons["stop requested"], stopping)

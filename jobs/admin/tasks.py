@@ -13,10 +13,10 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from jobs import dashboard, states
-from jobs.admin import actions, display
+from jobs.admin import actions, display, select_all
 from jobs.admin.filters import NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
-from jobs.admin.paginator import EXACT_COUNT_LIMIT, EstimatedCountPaginator
+from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.models import Task
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
@@ -164,34 +164,27 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
 
     @admin.action(permissions=["retry"], description="Retry selected tasks (failed or cancelled)")
     def retry_tasks(self, request, queryset):
-        if not self._refused_beyond_the_count(request, queryset):
-            self._report(request, actions.retry(queryset))
+        return self._run(request, queryset, "retry_tasks", actions.retry, "Retry tasks")
 
     @admin.action(permissions=["cancel"], description="Cancel selected tasks")
     def cancel_tasks(self, request, queryset):
-        if not self._refused_beyond_the_count(request, queryset):
-            self._report(request, actions.cancel(queryset))
+        return self._run(request, queryset, "cancel_tasks", actions.cancel, "Cancel tasks")
 
-    def _refused_beyond_the_count(self, request, queryset) -> bool:
-        """Refuse "select all" over more tasks than the list counts exactly; say so.
+    def _run(self, request, queryset, name, act, label):
+        """Act on the ticked rows, or on "select all"; past the exact count, confirm first.
 
-        Past EXACT_COUNT_LIMIT the list shows a capped or estimated count: acting on the whole
-        filter would touch tasks the operator was never shown a number for (10,001 shown,
-        20,000 cancelled).
+        Django checks the action's permission (and the view permission, and CSRF) on every
+        POST, the confirmation's included: the page grants nothing by itself.
         """
-        if request.POST.get("select_across") != "1":
-            return False  # ticked rows: exactly the ids posted
-        if queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count() <= EXACT_COUNT_LIMIT:
-            return False
-        self.message_user(
-            request,
-            f"Nothing was done: “select all” covers more than {EXACT_COUNT_LIMIT:,} tasks, "
-            "more than the list counts exactly. Narrow the list with the filters (status, "
-            f"queue, task name, date) to at most {EXACT_COUNT_LIMIT:,} tasks, then run the "
-            "action on each part.",
-            messages.ERROR,
-        )
-        return True
+        counted = select_all.confirmed_count(request, name)
+        if counted is not None and request.POST.get("select_across") == "1":
+            self._report(request, select_all.act_on_counted(act, queryset, *counted))
+        elif select_all.beyond_the_count(request, queryset):
+            verb = "requeued" if act is actions.retry else "cancelled"
+            return select_all.confirmation_page(self, request, queryset, name, verb, label)
+        else:
+            self._report(request, act(queryset))
+        return None
 
     def _report(self, request, report):
         level = messages.SUCCESS if report.done or report.requested else messages.WARNING

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from tests.factories import UserFactory
+from tests.test_admin import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,13 +48,15 @@ def staff_client(client):
 
 
 @pytest.mark.parametrize("endpoint", ["/jobs/ops/health", "/jobs/ops/metrics"])
-@pytest.mark.parametrize("credential", ["session", "token", "none"])
+@pytest.mark.parametrize("credential", ["session", "viewer_session", "token", "none"])
 def test_the_ops_endpoints_answer_503_json_while_the_database_is_down(
-    staff_client, client, settings, tmp_path, endpoint, credential
+    client, settings, tmp_path, endpoint, credential
 ):
     settings.JOBS_METRICS_TOKEN = TOKEN
-    if credential != "session":
-        client.logout()
+    if credential == "session":
+        client.force_login(UserFactory(username="operator", is_staff=True, is_superuser=True))
+    elif credential == "viewer_session":
+        client.force_login(staff("view_task", username="viewer"))
     headers = {"Authorization": f"Bearer {TOKEN}"} if credential == "token" else {}
     with database_down(tmp_path):
         response = client.get(endpoint, headers=headers)
