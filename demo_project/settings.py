@@ -7,6 +7,11 @@ from pathlib import Path
 
 import django
 import environ
+from django.core.checks.security.base import (
+    SECRET_KEY_INSECURE_PREFIX,
+    SECRET_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+)
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -21,7 +26,7 @@ if (BASE_DIR / ".env").exists():
 # the demo left running somewhere must not show tracebacks and settings to strangers.
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
-if not SECRET_KEY:
+if not SECRET_KEY.strip():  # blank or only spaces: as good as unset
     if not DEBUG:
         raise ImproperlyConfigured(
             "Set the SECRET_KEY environment variable (a long random string, e.g. from "
@@ -29,6 +34,19 @@ if not SECRET_KEY:
             "the demo locally with an insecure development key."
         )
     SECRET_KEY = "demo-only-insecure-key-for-debug"
+elif not DEBUG and (
+    # Django's own rule (manage.py check --deploy warns of the same keys), refused here: with
+    # DEBUG off the demo is meant to be reachable, and a guessable key forges sessions.
+    SECRET_KEY.startswith(SECRET_KEY_INSECURE_PREFIX)
+    or len(SECRET_KEY) < SECRET_KEY_MIN_LENGTH
+    or len(set(SECRET_KEY)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS
+):
+    raise ImproperlyConfigured(
+        f"SECRET_KEY is too weak for DEBUG off: it needs at least {SECRET_KEY_MIN_LENGTH} "
+        f"characters, {SECRET_KEY_MIN_UNIQUE_CHARACTERS} of them different, and no "
+        f"{SECRET_KEY_INSECURE_PREFIX!r} prefix (e.g. from "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`)."
+    )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [

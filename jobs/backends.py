@@ -59,9 +59,8 @@ class DatabaseBackend(BaseTaskBackend):
 
     def __init__(self, alias, params):
         super().__init__(alias, params)
-        self.max_attempts = int(
-            self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
-        )
+        # Kept as given: check() reports a bad value (int(nan) here would crash every command).
+        self.max_attempts = self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
 
     def check(self, **kwargs):
         yield from super().check(**kwargs)
@@ -71,6 +70,15 @@ class DatabaseBackend(BaseTaskBackend):
                 'in the jobs app\'s table, but "jobs" is not in INSTALLED_APPS.',
                 hint='Add "jobs" to INSTALLED_APPS, then run manage.py migrate.',
                 id="jobs.E005",
+            )
+        attempts = self.options.get("MAX_ATTEMPTS")  # the setting's own value: jobs.checks
+        if attempts is not None and (
+            isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts < 2**31
+        ):
+            yield checks.Error(
+                f"OPTIONS MAX_ATTEMPTS of the task backend {self.alias!r} must be a whole number "
+                f"from 1 to {2**31 - 1:,}, got {attempts!r}.",
+                id="jobs.E007",
             )
 
     def enqueue(self, task, args, kwargs):

@@ -99,30 +99,28 @@ def sqlite_has_json() -> bool:
     return True
 
 
-# Seconds settings, each with the least value that makes sense (None: above 0).
-_SECONDS_AT_LEAST = {
-    "BACKOFF_MAX": None,
-    "SHUTDOWN_GRACE": 0,
-    "CANCEL_GRACE": None,
-    "MAINTENANCE_INTERVAL": None,
-    "DATABASE_RETRY_SECONDS": 0,
-    "WAITING_WARNING_SECONDS": None,
-    "WAITING_CRITICAL_SECONDS": None,
-    "RUNNING_WARNING_SECONDS": None,
-    "METRICS_WINDOW_SECONDS": None,
-    "DASHBOARD_REFRESH_SECONDS": None,
-    "PRUNE_INTERVAL": None,
-}
-# Checked above 0 by check_settings or jobs.health: here only NaN, infinity and the upper bound.
+# Seconds settings that may be 0 (no grace, no retry); the others must be above 0.
+_SECONDS_FROM_ZERO = ("SHUTDOWN_GRACE", "DATABASE_RETRY_SECONDS")
+_SECONDS = (
+    "BACKOFF_MAX",
+    "SHUTDOWN_GRACE",
+    "CANCEL_GRACE",
+    "MAINTENANCE_INTERVAL",
+    "DATABASE_RETRY_SECONDS",
+    "WAITING_WARNING_SECONDS",
+    "WAITING_CRITICAL_SECONDS",
+    "RUNNING_WARNING_SECONDS",
+    "METRICS_WINDOW_SECONDS",
+    "DASHBOARD_REFRESH_SECONDS",
+    "PRUNE_INTERVAL",
+)
+# Checked above 0 by check_settings: here only NaN, infinity and the upper bound.
 _SECONDS_CHECKED_ELSEWHERE = (
     "LEASE_SECONDS",
     "POLL_INTERVAL",
     "DEFAULT_TIMEOUT",
     "BACKOFF_BASE",
     "BATCH_SECONDS",
-    "HEALTH_MAX_WAIT_SECONDS",
-    "HEALTH_FAILURE_WINDOW",
-    "HEALTH_HEARTBEAT_SECONDS",
 )
 
 
@@ -139,46 +137,53 @@ def check_numeric_limits(app_configs, **kwargs):
             checks.Error(f"JOBS_{name} must be {expected}, got {value!r}.", id="jobs.E021")
         )
 
-    year = f"at most {limits.MAX_SECONDS:,} (a year)"
-    for name, least in _SECONDS_AT_LEAST.items():
-        value = getattr(jobs_settings, name)
-        too_low = limits.is_number(value) and (value < least if least == 0 else value <= 0)
-        if not limits.is_number(value) or too_low or value > limits.MAX_SECONDS:
-            low = "from 0" if least == 0 else "above 0"
-            error(name, f"a finite number of seconds {low} and {year}")
+    for name in _SECONDS:
+        zero_allowed = name in _SECONDS_FROM_ZERO
+        if not limits.is_seconds(getattr(jobs_settings, name), zero_allowed=zero_allowed):
+            error(name, limits.seconds_expected(zero_allowed=zero_allowed))
     for name in _SECONDS_CHECKED_ELSEWHERE:
         value = getattr(jobs_settings, name)
         real = isinstance(value, int | float) and not isinstance(value, bool)
         if real and (value != value or value > limits.MAX_SECONDS):  # NaN, +inf, too long
-            error(name, f"a finite number of seconds {year}")
+            error(name, f"a finite number of seconds at most {limits.MAX_SECONDS:,} (a year)")
     factor = jobs_settings.BACKOFF_FACTOR
     if not limits.is_number(factor) or not 1 <= factor <= 100:
         error("BACKOFF_FACTOR", "a number from 1 to 100")
     jitter = jobs_settings.BACKOFF_JITTER
     if not limits.is_number(jitter) or not 0 <= jitter <= 1:
         error("BACKOFF_JITTER", "a fraction from 0 to 1")
+    if not isinstance(jobs_settings.AUTO_PRUNE, bool):
+        error("AUTO_PRUNE", "True or False")
     errors += _check_counts()
+    errors += _check_enqueue_defaults()
     return errors
 
 
 def _check_counts():
     from jobs import limits
+    from jobs.registry import INT_RANGES
 
     errors = []
     whole = {
         "MAX_CONCURRENCY": 10**6,
         "CONCURRENCY": limits.max_concurrency(),
         "PRUNE_BATCH_SIZE": limits.MAX_BATCH_SIZE,
+        "PRUNE_MAX_BATCHES": limits.MAX_COUNT,
+        "BATCH_SIZE": limits.MAX_BATCH_SIZE,
+        "MAX_PAYLOAD_BYTES": limits.MAX_PAYLOAD_BYTES,
+        "DEFAULT_MAX_ATTEMPTS": INT_RANGES["max_attempts"][1],
         "MAX_TASKS_PER_CHILD": limits.MAX_TASKS_PER_CHILD,
         "MAX_MEMORY_PER_CHILD": limits.MAX_MEMORY_PER_CHILD_MIB,
     }
+    # Below 1, or not whole, check_settings reports these already.
+    reported_below = ("CONCURRENCY", "PRUNE_BATCH_SIZE", "PRUNE_MAX_BATCHES", "BATCH_SIZE")
+    reported_below += ("MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS")
     for name, most in whole.items():
         value = getattr(jobs_settings, name)
         if value is None and name.endswith("_PER_CHILD"):
             continue  # no limit
         if not isinstance(most, int) or isinstance(most, bool) or most < 1:
             continue  # JOBS_MAX_CONCURRENCY itself is broken: reported on its own
-        # Below 1, or not whole, check_settings reports (CONCURRENCY, PRUNE_BATCH_SIZE).
         if isinstance(value, int) and not isinstance(value, bool) and value > most:
             hint = " (JOBS_MAX_CONCURRENCY raises the limit)" if name == "CONCURRENCY" else ""
             errors.append(
@@ -186,7 +191,7 @@ def _check_counts():
                     f"JOBS_{name} must be at most {most:,}, got {value!r}{hint}.", id="jobs.E022"
                 )
             )
-        elif name not in ("CONCURRENCY", "PRUNE_BATCH_SIZE") and (
+        elif name not in reported_below and (
             not isinstance(value, int) or isinstance(value, bool) or value < 1
         ):
             errors.append(
@@ -196,3 +201,40 @@ def _check_counts():
                 )
             )
     return errors
+
+
+def _check_enqueue_defaults():
+    """The default priority goes into every task's row: it must fit the column everywhere."""
+    from jobs.registry import INT_RANGES
+
+    low, high = INT_RANGES["priority"]
+    value = jobs_settings.DEFAULT_PRIORITY
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return [
+            checks.Error(
+                f"JOBS_DEFAULT_PRIORITY must be a whole number from {low:,} to {high:,}, "
+                f"got {value!r}.",
+                id="jobs.E023",
+            )
+        ]
+    return []
+
+
+@checks.register("jobs")
+def check_unknown_settings(app_configs, **kwargs):
+    """Warn of a ``JOBS_*`` setting jobs does not have: a typo would be ignored in silence."""
+    from django.conf import settings
+
+    unknown = sorted(
+        name
+        for name in dir(settings)
+        if name.startswith("JOBS_") and name.removeprefix("JOBS_") not in DEFAULTS
+    )
+    return [
+        checks.Warning(
+            f"{name} is not a setting of jobs; it has no effect.",
+            hint="See the settings reference for the names jobs reads.",
+            id="jobs.W001",
+        )
+        for name in unknown
+    ]

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from jobs import metrics
@@ -83,6 +84,9 @@ class Health:
 def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Health:
     """Judge the queue at ``now``; with ``queues``, judge only those queues."""
     limits = (thresholds or Thresholds()).resolved()
+    problems = threshold_problems(limits, zero_allowed=True)
+    if problems:  # no verdict on thresholds that cannot judge ("no heartbeat in infs")
+        raise ImproperlyConfigured(" ".join(message for _, message in problems))
     now = now or timezone.now()
     health = Health()
 
@@ -130,32 +134,53 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
     return health
 
 
+def threshold_problems(thresholds: Thresholds, *, zero_allowed=False) -> list[tuple[str, str]]:
+    """Say what is wrong with resolved ``thresholds``; the checks and ``check`` share the rules.
+
+    ``zero_allowed`` for a one-off judgement (``jobs_health --max-wait 0``: any wait is too long).
+    Each problem is ``(check id, message)``.
+    """
+    from jobs import limits
+
+    problems = []
+    seconds = {
+        "HEALTH_MAX_WAIT_SECONDS": thresholds.max_wait,
+        "HEALTH_FAILURE_WINDOW": thresholds.window,
+        "HEALTH_HEARTBEAT_SECONDS": thresholds.heartbeat,
+    }
+    for name, value in seconds.items():
+        if not limits.is_seconds(value, zero_allowed=zero_allowed):
+            expected = limits.seconds_expected(zero_allowed=zero_allowed)
+            problems.append(("jobs.E301", f"JOBS_{name} must be {expected}, got {value!r}."))
+    rate = thresholds.max_failure_rate
+    if not limits.is_number(rate) or not 0 <= rate <= 1:
+        problems.append(
+            (
+                "jobs.E302",
+                f"JOBS_HEALTH_MAX_FAILURE_RATE must be a fraction from 0 to 1, got {rate!r}.",
+            )
+        )
+    minimum = thresholds.min_tasks
+    if (
+        not isinstance(minimum, int)
+        or isinstance(minimum, bool)
+        or not 0 <= minimum <= limits.MAX_COUNT
+    ):
+        problems.append(
+            (
+                "jobs.E303",
+                f"JOBS_HEALTH_FAILURE_MIN_TASKS must be a whole number from 0 to "
+                f"{limits.MAX_COUNT:,}, got {minimum!r}.",
+            )
+        )
+    return problems
+
+
 @checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
 def check_health_settings(app_configs, **kwargs):
     """Report health thresholds and a metrics token that would make the checks misbehave."""
-    errors = []
-    for name in ("HEALTH_MAX_WAIT_SECONDS", "HEALTH_FAILURE_WINDOW", "HEALTH_HEARTBEAT_SECONDS"):
-        value = getattr(jobs_settings, name)
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            errors.append(
-                checks.Error(f"JOBS_{name} must be seconds above 0, got {value!r}.", id="jobs.E301")
-            )
-    rate = jobs_settings.HEALTH_MAX_FAILURE_RATE
-    if not isinstance(rate, int | float) or isinstance(rate, bool) or not 0 <= rate <= 1:
-        errors.append(
-            checks.Error(
-                f"JOBS_HEALTH_MAX_FAILURE_RATE must be a fraction from 0 to 1, got {rate!r}.",
-                id="jobs.E302",
-            )
-        )
-    minimum = jobs_settings.HEALTH_FAILURE_MIN_TASKS
-    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
-        errors.append(
-            checks.Error(
-                f"JOBS_HEALTH_FAILURE_MIN_TASKS must be a whole number, got {minimum!r}.",
-                id="jobs.E303",
-            )
-        )
+    problems = threshold_problems(Thresholds().resolved())
+    errors = [checks.Error(message, id=check_id) for check_id, message in problems]
     token = jobs_settings.METRICS_TOKEN
     if token is not None and (not isinstance(token, str) or len(token) < 16):
         errors.append(

@@ -16,8 +16,11 @@ DEFAULT_MAX_CONCURRENCY = 256
 MAX_TASKS_PER_CHILD = 10**9
 MAX_MEMORY_PER_CHILD_MIB = 2**20  # 1 TiB
 MAX_BATCH_SIZE = 100_000  # rows per DELETE of the pruner
+# JOBS_MAX_PAYLOAD_BYTES: a task's arguments, stored as JSON; PostgreSQL's jsonb holds < 256 MiB.
+MAX_PAYLOAD_BYTES = 2**27  # 128 MiB
 MAX_COUNT = 10**9  # thresholds that count tasks (jobs_health --min-tasks)
 MAX_RETENTION_DAYS = 36_500  # jobs_prune --keep STATUS=DAYS; "forever" keeps them for ever
+MAX_RETENTION_SECONDS = MAX_RETENTION_DAYS * 86400  # JOBS_PRUNE_AFTER, the same hundred years
 
 
 def max_concurrency() -> int:
@@ -29,4 +32,18 @@ def is_number(value) -> bool:
     """Whether ``value`` is a real, finite number (``bool`` is not one, nor NaN or infinity)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value)
+    # An int is always finite; math.isfinite would overflow on one of 400 digits.
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def is_seconds(value, *, zero_allowed=False, most=MAX_SECONDS) -> bool:
+    """Whether ``value`` is a finite number of seconds above 0 (or from 0) and at most ``most``."""
+    if not is_number(value):
+        return False
+    return (value >= 0 if zero_allowed else value > 0) and value <= most
+
+
+def seconds_expected(*, zero_allowed=False, most=MAX_SECONDS) -> str:
+    """What ``is_seconds`` accepts, in words, for the error that refuses a value."""
+    low = "from 0" if zero_allowed else "above 0"
+    return f"a finite number of seconds {low} and at most {most:,}"

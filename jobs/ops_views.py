@@ -15,6 +15,7 @@ permissions cannot be read, gets "unavailable", never a 500 page.
 import enum
 import hmac
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -44,6 +45,9 @@ def health_view(request):
         verdict = health.check()
     except DatabaseError:
         body, status = DATABASE_DOWN, 503
+    except ImproperlyConfigured as exc:  # broken JOBS_HEALTH_* settings: no verdict
+        body = {"status": "unknown", "reason": f"UNKNOWN: check failed: {exc}", "problems": []}
+        status = 503
     else:
         body, status = verdict.as_dict(), 200 if verdict.ok else 503
     if access(request) is not Access.GRANTED:  # UNKNOWN shows no more than a refusal

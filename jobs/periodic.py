@@ -23,10 +23,11 @@ from django.db import IntegrityError
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs import limits
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError, UnknownTaskError
 from jobs.models import Schedule
-from jobs.registry import enqueue
+from jobs.registry import check_fields, enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +51,22 @@ class PeriodicTask:
     time_zone: str = ""
 
     def __post_init__(self):
-        if bool(self.cron) == bool(self.every):
+        if bool(self.cron) == (self.every is not None):
             raise ImproperlyConfigured(
                 f"Schedule {self.name!r} needs either cron or every (seconds), not both or none."
             )
-        if self.every is not None and self.every < 1:
+        if self.every is not None and not (limits.is_seconds(self.every) and self.every >= 1):
+            # NaN, infinity or a year's worth of seconds would break the slot arithmetic.
             raise ImproperlyConfigured(
-                f"Schedule {self.name!r}: every must be at least 1 second, got {self.every!r}."
+                f"Schedule {self.name!r}: every must be a finite number of seconds from 1 to "
+                f"{limits.MAX_SECONDS:,}, got {self.every!r}."
             )
         self.zone()  # an unknown time zone is refused now, not at the first slot
+        try:  # a queue or priority no task row can hold would fail every slot
+            given = {"queue": self.queue, "priority": self.priority}
+            check_fields({name: value for name, value in given.items() if value is not None})
+        except PayloadError as exc:
+            raise ImproperlyConfigured(f"Schedule {self.name!r}: {exc}") from None
         if self.cron:
             try:
                 CronSim(self.cron, timezone.now())
@@ -141,7 +149,17 @@ def unregister(name) -> None:
 def from_settings() -> dict:
     """Return the schedules of ``JOBS_SCHEDULES``, by name."""
     result = {}
-    for name, spec in jobs_settings.SCHEDULES.items():
+    schedules = jobs_settings.SCHEDULES
+    if not isinstance(schedules, dict):
+        raise ImproperlyConfigured(
+            f"JOBS_SCHEDULES must be a dict of schedules by name, got {type(schedules).__name__}."
+        )
+    for name, spec in schedules.items():
+        if not isinstance(spec, dict):
+            raise ImproperlyConfigured(
+                f"JOBS_SCHEDULES[{name!r}] must be a dict (task, cron or every, ...), "
+                f"got {type(spec).__name__}."
+            )
         spec = dict(spec)
         every = spec.pop("every", None)
         if isinstance(every, timedelta):
@@ -265,4 +283,6 @@ def check_schedules(app_configs, **kwargs):
         from_settings()
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), id="jobs.E201")]
+    except Exception as exc:  # a value of a kind no rule foresaw: reported, never a crash
+        return [checks.Error(f"JOBS_SCHEDULES is not valid: {exc!r}", id="jobs.E201")]
     return []

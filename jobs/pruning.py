@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
+from jobs import limits
 from jobs.conf import DEFAULTS, jobs_settings
 from jobs.models import MaintenanceLock, Task
 from jobs.states import TERMINAL
@@ -42,8 +43,13 @@ def retention(overrides=None) -> dict:
 
     Raise ImproperlyConfigured naming the bad entry, so a typo never deletes the wrong rows.
     """
+    setting = jobs_settings.PRUNE_AFTER
+    if not isinstance(setting, dict):
+        raise ImproperlyConfigured(
+            f"JOBS_PRUNE_AFTER must be a dict of retentions by status, got {setting!r}."
+        )
     # Statuses the project's setting leaves out keep the default retention.
-    configured = {**DEFAULTS["PRUNE_AFTER"], **jobs_settings.PRUNE_AFTER, **(overrides or {})}
+    configured = {**DEFAULTS["PRUNE_AFTER"], **setting, **(overrides or {})}
     result = {}
     for status, value in configured.items():
         if status not in PRUNABLE:
@@ -56,17 +62,17 @@ def retention(overrides=None) -> dict:
 
 
 def _as_timedelta(status, value):
-    if value is None or isinstance(value, timedelta):
-        age = value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        age = timedelta(seconds=value)
-    else:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    # Past a hundred years "now - age" leaves the datetime range; NaN and infinity never compare.
+    if not limits.is_seconds(seconds, most=limits.MAX_RETENTION_SECONDS):
         raise ImproperlyConfigured(
-            f"JOBS_PRUNE_AFTER[{status!r}] must be seconds, a timedelta or None, got {value!r}."
+            f"JOBS_PRUNE_AFTER[{status!r}] must be None (keep for ever), a timedelta or "
+            f"{limits.seconds_expected(most=limits.MAX_RETENTION_SECONDS)} "
+            f"({limits.MAX_RETENTION_DAYS:,} days), got {value!r}."
         )
-    if age is not None and age <= timedelta(0):
-        raise ImproperlyConfigured(f"JOBS_PRUNE_AFTER[{status!r}] must be above 0, got {value!r}.")
-    return age
+    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
 
 
 def prunable(status: str, age: timedelta, now):

@@ -267,7 +267,7 @@ def _or_default(value, default):
 
 _COLUMNS = {field.name: field for field in Task._meta.concrete_fields}
 # The range of each integer column, the same on every database (SQLite would store more).
-_INT_RANGES = {"priority": (-32768, 32767), "max_attempts": (1, 2**31 - 1)}
+INT_RANGES = {"priority": (-32768, 32767), "max_attempts": (1, 2**31 - 1)}
 
 
 def check_fields(values: dict | None = None, **fields) -> dict:
@@ -281,7 +281,7 @@ def check_fields(values: dict | None = None, **fields) -> dict:
         value = values.get(name)
         if value is not None and (value or name != "backend"):
             check_name(value, name.replace("_", " "), _COLUMNS[name].max_length)
-    for name, (low, high) in _INT_RANGES.items():
+    for name, (low, high) in INT_RANGES.items():
         if name in values:
             check_int(values[name], name.replace("_", " "), low, high)
     if "summary" in values:

@@ -6,7 +6,7 @@ from pathlib import Path
 import django
 
 # The demo refuses to start without a SECRET_KEY when DEBUG is off, as tests run it.
-os.environ.setdefault("SECRET_KEY", "tests-only-not-secret")
+os.environ.setdefault("SECRET_KEY", "tests-only-not-secret-" + "0123456789" * 4)
 
 from demo_project.settings import *  # noqa: F403
 from demo_project.settings import DATABASES, INSTALLED_APPS, VAR_DIR

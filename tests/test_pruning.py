@@ -93,7 +93,7 @@ def test_a_batch_limit_stops_early_and_says_so(now):
     ("value", "message"),
     [
         ({"running": 10}, "only finished statuses"),
-        ({"succeeded": "7d"}, "must be seconds"),
+        ({"succeeded": "7d"}, "a finite number of seconds"),
         ({"failed": -1}, "above 0"),
     ],
 )

@@ -3,7 +3,10 @@
 PostgreSQL rejects a NUL character in any string parameter (``DataError``), and a selected id
 that is not a primary key makes the action's ``pk__in`` lookup raise ``ValidationError``; both
 used to end as a 500 page. Over-long strings need no care in lookups (a comparison never fails),
-only where they are written (the pause form checks the column's length).
+only where they are written (the pause form checks the column's length). Searches are the
+exception: SQLite refuses a LIKE pattern over 50,000 bytes ("LIKE or GLOB pattern too complex")
+and every word adds conditions to the query, so a search is cut to ``MAX_SEARCH_CHARACTERS``
+and ``MAX_SEARCH_TERMS``, with a notice.
 """
 
 from django.contrib import messages
@@ -11,8 +14,11 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
+from django.utils.text import smart_split
 
 NUL = "\x00"
+MAX_SEARCH_CHARACTERS = 200
+MAX_SEARCH_TERMS = 10
 
 
 def has_nul(data) -> bool:
@@ -22,6 +28,26 @@ def has_nul(data) -> bool:
 
 class HostileInputAdmin:
     """Mix into a ModelAdmin: changelists, detail pages and actions survive any input."""
+
+    def bounded_search_term(self, request, search_term: str) -> str:
+        """Return ``search_term`` cut to the search limits; say so on the page if it was cut."""
+        term = search_term[:MAX_SEARCH_CHARACTERS]
+        terms = list(smart_split(term))
+        if len(terms) > MAX_SEARCH_TERMS:
+            term = " ".join(terms[:MAX_SEARCH_TERMS])
+        if term != search_term:
+            self.message_user(
+                request,
+                f"The search was cut to its first {MAX_SEARCH_CHARACTERS} characters and "
+                f"{MAX_SEARCH_TERMS} words: {term!r}.",
+                messages.WARNING,
+                fail_silently=True,  # the messages app is optional
+            )
+        return term
+
+    def get_search_results(self, request, queryset, search_term):
+        term = self.bounded_search_term(request, search_term)
+        return super().get_search_results(request, queryset, term)
 
     def changelist_view(self, request, extra_context=None):
         if has_nul(request.GET) or has_nul(request.POST):

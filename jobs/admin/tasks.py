@@ -101,7 +101,7 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     def get_search_results(self, request, queryset, search_term):
         # Each lookup can use an index (the primary key, the name index, the idempotency
         # constraint); only the summary needs a scan, cut short by the page's LIMIT.
-        term = search_term.strip()
+        term = self.bounded_search_term(request, search_term).strip()
         if not term:
             return queryset, False
         try:

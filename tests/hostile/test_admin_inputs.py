@@ -177,3 +177,36 @@ def test_any_text_in_any_parameter_or_the_pause_form_is_no_500(
     assert_no_server_error(response)
     response = admin_client.post("/admin/jobs/task/dashboard/pause/", {"queue": queue})
     assert_no_server_error(response)
+
+
+LONG_SEARCHES = {
+    "100,000 characters": "x" * 100_000,
+    "20,000 words": " ".join(["x"] * 20_000),
+    "20,000 quoted words": " ".join(['"x y"'] * 20_000),
+}
+
+
+@pytest.mark.parametrize("url", ["/admin/jobs/task/", "/admin/jobs/schedule/"])
+@pytest.mark.parametrize("search", LONG_SEARCHES.values(), ids=LONG_SEARCHES.keys())
+def test_an_overlong_search_is_cut_with_a_notice_not_a_500(admin_client, url, search):
+    """SQLite answered 500: "LIKE or GLOB pattern too complex"."""
+    TaskFactory(name="x" * 10)
+    ScheduleFactory()
+    response = admin_client.get(url, {"q": search})
+    assert response.status_code == 200
+    assert "The search was cut to its first 200 characters and 10 words" in response.text
+
+
+def test_a_cut_search_still_finds_by_its_first_words(admin_client):
+    wanted = ScheduleFactory(name="nightly-report")
+    ScheduleFactory(name="hourly-report")
+    response = admin_client.get("/admin/jobs/schedule/", {"q": "nightly " + "report " * 20_000})
+    assert response.status_code == 200
+    assert [schedule.pk for schedule in response.context["cl"].result_list] == [wanted.pk]
+
+
+def test_a_search_within_the_limits_has_no_notice(admin_client):
+    ScheduleFactory(name="nightly-report")
+    response = admin_client.get("/admin/jobs/schedule/", {"q": "nightly report"})
+    assert response.status_code == 200
+    assert "The search was cut" not in response.text

@@ -46,3 +46,32 @@ def test_an_unreachable_database_is_unknown(worker_env):
     assert done.returncode == 2, done.stderr
     assert done.stdout.startswith("UNKNOWN: database unreachable: ")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HEALTH_MAX_WAIT_SECONDS", float("nan")),
+        ("HEALTH_MAX_WAIT_SECONDS", float("inf")),
+        ("HEALTH_MAX_FAILURE_RATE", 2),
+        ("HEALTH_MAX_FAILURE_RATE", -1),
+        ("HEALTH_HEARTBEAT_SECONDS", float("inf")),
+        ("HEALTH_HEARTBEAT_SECONDS", -5),
+        ("HEALTH_FAILURE_MIN_TASKS", -1),
+        ("HEALTH_FAILURE_WINDOW", 10**30),
+    ],
+)
+def test_broken_health_settings_are_unknown(settings, capsys, name, value):
+    """Today "no worker heartbeat in infs" and exit 1: a verdict on thresholds that cannot judge."""
+    setattr(settings, f"JOBS_{name}", value)
+    assert exit_code() == 2
+    line = capsys.readouterr().out
+    assert line.startswith("UNKNOWN: check failed: ")
+    assert f"JOBS_{name}" in line
+
+
+def test_the_health_endpoint_answers_unknown_on_broken_settings(settings, client):
+    settings.JOBS_HEALTH_HEARTBEAT_SECONDS = float("inf")
+    response = client.get("/jobs/ops/health")
+    assert response.status_code == 503
+    assert response.json()["status"] == "unknown"
