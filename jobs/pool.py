@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from jobs import executor, transitions
 from jobs.child import Child, start_child
 from jobs.conf import jobs_settings
-from jobs.db import retry_on_database_error
+from jobs.db import forget_queries, retry_on_database_error
 from jobs.models import Task
 from jobs.states import Status
 from jobs.wire import Claimed
@@ -103,6 +103,7 @@ class ChildPool:
         finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
         claim thread saying it is done).
         """
+        forget_queries()  # once per round of the loop (see jobs.db)
         listen_fd = self.listener.fileno()
         events = self._selector(listen_fd).select(timeout)
         replies = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "reply"}
