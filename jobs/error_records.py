@@ -139,7 +139,7 @@ def unrecordable_error(what: str, raised: str, refusal: Exception | None) -> Err
     raised_note = f" (the task raised {raised})" if raised else ""
     return ErrorRecord(
         user_message="Something went wrong on our side and the task could not be completed.",
-        exception=storable_text(raised) or "jobs.exceptions.OutcomeRefused",
+        exception=storable_text(raised),
         message=f"the database refused to record the {what} of this task{raised_note}{reason}",
         permanent=True,
     )

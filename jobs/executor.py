@@ -207,7 +207,10 @@ def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
     as well, the task is left ``running`` for its lease to expire, and the worker carries on.
     """
     what = _REFUSED_WHAT.get(outcome.kind, outcome.kind)
-    raised = outcome.error.exception if outcome.error else ""
+    if outcome.error:
+        raised = outcome.error.exception
+    else:  # a cancellation: the task stopped at a checkpoint
+        raised = f"{TaskCancelled.__module__}.{TaskCancelled.__qualname__}"
     logger.error(
         "database refused to record an outcome id=%s outcome=%s error=%r",
         task.pk, outcome.kind, unrecordable_error(what, raised, refusal).message,

@@ -113,6 +113,41 @@ def test_a_refused_outcome_is_recorded_as_a_plain_failure(refuse_poison, kind, w
     assert other.status == Status.SUCCEEDED
 
 
+@pytest.fixture
+def refuse_cancelled():
+    """From now on the database refuses to mark any task cancelled."""
+    table = connection.ops.quote_name(Task._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"CREATE FUNCTION {TRIGGER}_c() RETURNS trigger LANGUAGE plpgsql AS "
+                f"$$ BEGIN RAISE EXCEPTION '{REFUSAL}'; END $$"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER {TRIGGER}_c BEFORE UPDATE ON {table} FOR EACH ROW "
+                f"WHEN (NEW.status = 'cancelled') EXECUTE FUNCTION {TRIGGER}_c()"
+            )
+        else:
+            cursor.execute(
+                f"CREATE TRIGGER {TRIGGER}_c BEFORE UPDATE ON {table} FOR EACH ROW "
+                f"WHEN NEW.status = 'cancelled' BEGIN SELECT RAISE(ABORT, '{REFUSAL}'); END"
+            )
+    yield
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}_c ON {table}")
+            cursor.execute(f"DROP FUNCTION IF EXISTS {TRIGGER}_c()")
+        else:
+            cursor.execute(f"DROP TRIGGER IF EXISTS {TRIGGER}_c")
+
+
+@pytest.mark.django_db
+def test_a_refused_cancellation_is_recorded_as_a_plain_failure(refuse_cancelled):
+    task = TaskFactory(running=True)
+    assert executor.record(task, executor.Outcome(executor.CANCELLED)) is True
+    assert_failed_plainly(task, "cancellation", raised="jobs.exceptions.TaskCancelled")
+
+
 @pytest.mark.django_db
 def test_a_refused_outcome_in_a_transaction_keeps_the_transaction_usable(refuse_poison):
     task = TaskFactory(running=True)
