@@ -58,3 +58,20 @@ def test_heartbeat_leaves_other_workers_tasks_alone(worker):
     other.refresh_from_db()
     assert other.status == Status.RUNNING
     assert Task.objects.running().count() == 1
+
+
+def test_with_debug_on_each_round_of_the_loop_forgets_the_query_log(worker):
+    """DEBUG logs every query of a connection; the supervisor, serving no request, empties the
+    log every round of its loop, as Django does per request."""
+    from django.db import connection
+    from django.test import override_settings
+
+    try:
+        with override_settings(DEBUG=True):
+            for _ in range(20):
+                Task.objects.count()
+            assert len(connection.queries) >= 20
+            worker._wait(0)  # one round's wait
+            assert len(connection.queries) == 0
+    finally:
+        worker.listener.close()
