@@ -6,6 +6,7 @@ lifecycle and the claims, ``jobs.upkeep`` the heartbeat and maintenance. Only ``
 it.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -192,6 +193,9 @@ class ChildPool:
 
     def _lost(self, child: Child):
         """A child exited: record the failure of its running task, hand back the rest."""
+        self._take_pending_replies(child)
+        if child not in self.children:
+            return  # its final reply had it recycled: it exited as it said it would
         child.process.join(1)
         child.kill_group()  # processes its task started die with it
         reason = child.killed_for or "crash"
@@ -217,6 +221,13 @@ class ChildPool:
             child.slot.close()
         else:
             self._replace(child)
+
+    def _take_pending_replies(self, child: Child):
+        """Take the replies a child sent before it exited or was killed, not read yet: the tasks
+        they report finished are recorded, never handed back and run again."""
+        with contextlib.suppress(EOFError, OSError, ValueError):
+            while not child.conn.closed and child.conn.poll():
+                self._take_reply(child, json.loads(child.conn.recv_bytes()))
 
     def _hand_back(self, claimed: list[Claimed]):
         """Release claimed tasks this worker will not run: claimable at once, attempt undone."""
