@@ -211,7 +211,16 @@ class _BatchRunner:
                 self._reply(number, results, busy, final=False)
                 results, busy, reported = [], 0.0, now
             self.slot.start(number, index, now)
-            results.append(_run_one(index, values, retire=self._retire))
+            try:
+                results.append(_run_one(index, values, retire=self._retire))
+            except BaseException:
+                # Not the task's doing (the executor keeps those): the child exits, and the
+                # supervisor records this task as lost. The tasks finished before it are
+                # reported first, so that none of them is handed back and run again.
+                if results and os.getpid() == self.pid:
+                    with contextlib.suppress(Exception):
+                        self._reply(number, results, busy, final=False)
+                raise
             if os.getpid() != self.pid:  # a process the task forked, come back (see executor)
                 os._exit(0)
             busy += time.monotonic() - now

@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from django.db import connections, router
 
 from jobs import claiming
-from jobs.db import retry_on_database_error
+from jobs.db import forget_queries, retry_on_database_error
 from jobs.models import Task
 
 
@@ -49,6 +49,7 @@ class Claimer:
         self.recording, self.wanted = successes, wanted
 
         def round_trip():
+            forget_queries()  # the claim thread's own connection logs too (see jobs.db)
             started = time.monotonic()
             try:
                 return retry_on_database_error(

@@ -2,11 +2,15 @@
 
 import math
 import time
+from contextlib import contextmanager
 
+from django.db import DatabaseError, router
 from django.utils import timezone
 
 from jobs import effects
-from jobs.exceptions import PayloadError, TaskCancelled
+from jobs.db import is_connection_fault, savepoint_in_transaction
+from jobs.error_records import refusal_reason
+from jobs.exceptions import PayloadError, ReportRefused, TaskCancelled
 from jobs.models import Task, TaskStep
 from jobs.payload import check_name, clean_text, validate_json
 
@@ -32,6 +36,22 @@ def _progress_counts(current, total) -> tuple[int, int | None]:
         current = current * MAX_PROGRESS // largest
         total = None if total is None else total * MAX_PROGRESS // largest
     return current, total
+
+
+@contextmanager
+def _refusal_raised(what: str):
+    """Turn the database refusing ``what`` into ``ReportRefused``, in a savepoint if the task
+    holds a transaction open (PostgreSQL would abort all of it otherwise); connection faults
+    pass through unchanged (transient)."""
+    try:
+        with savepoint_in_transaction(router.db_for_write(Task)):
+            yield
+    except DatabaseError as exc:
+        if is_connection_fault(exc):
+            raise
+        raise ReportRefused(
+            f"The database refused to store {what} of this task: {refusal_reason(exc)}"
+        ) from exc
 
 
 class TaskContext:
@@ -75,12 +95,13 @@ class TaskContext:
         if recent and not (force or done):
             return
         self._last_write = now
-        self._this_attempt().update(
-            progress_current=task.progress_current,
-            progress_total=task.progress_total,
-            progress_message=task.progress_message,
-            updated_at=timezone.now(),
-        )
+        with _refusal_raised("the progress report"):
+            self._this_attempt().update(
+                progress_current=task.progress_current,
+                progress_total=task.progress_total,
+                progress_message=task.progress_message,
+                updated_at=timezone.now(),
+            )
         self.check_cancelled()
 
     # Steps ------------------------------------------------------------------------------------
@@ -113,9 +134,10 @@ class TaskContext:
         validate_json(result, f"the result of step {name!r}")
         # A racing attempt (this one's worker was presumed lost) may have recorded it already:
         # both ran the step, and the row first written stays.
-        TaskStep.objects.bulk_create(
-            [TaskStep(task_id=self.task.pk, name=name, result=result)], ignore_conflicts=True
-        )
+        with _refusal_raised(f"the result of step {name!r}"):
+            TaskStep.objects.bulk_create(
+                [TaskStep(task_id=self.task.pk, name=name, result=result)], ignore_conflicts=True
+            )
         return result
 
     def once(self, key: str, func, *args, **kwargs):

@@ -107,14 +107,39 @@ class ErrorRecord:
         }
 
 
+def refusal_reason(error: Exception) -> str:
+    """Why the database refused a row: the whole text of ``error`` (its DETAIL included, such
+    as "\u0000 cannot be converted to text"), on one line, storable, at most 500 characters."""
+    return storable_text(" ".join(printed(error, "database error").split())[:500]) or (
+        qualified_name(type(error))
+    )
+
+
 def unstorable_error(error: Exception) -> ErrorRecord:
     """The error recorded for a task whose result the database refused, saying ``error``."""
     kind = type(error)
-    # The whole text, DETAIL included ("\u0000 cannot be converted to text"), on one line.
-    reason = " ".join(str(error).split())[:500] or kind.__name__
+    reason = refusal_reason(error)
     return ErrorRecord(
         user_message="The task finished, but its result could not be stored.",
         exception=f"{kind.__module__}.{kind.__qualname__}",
         message=f"the database refused to store the result of this task: {reason}",
+        permanent=True,
+    )
+
+
+def unrecordable_error(what: str, raised: str, refusal: Exception | None) -> ErrorRecord:
+    """The plain failure recorded when the database refused to record an attempt's outcome.
+
+    ``what`` names the refused outcome ("failure", "retry", "cancellation"), ``raised`` the
+    class of the exception the task raised (its message and traceback are what may have been
+    refused, so they are left out), ``refusal`` the database's error; None leaves its text out
+    too (it may quote the refused value, and be refused in turn).
+    """
+    reason = f": {refusal_reason(refusal)}" if refusal is not None else ""
+    raised_note = f" (the task raised {raised})" if raised else ""
+    return ErrorRecord(
+        user_message="Something went wrong on our side and the task could not be completed.",
+        exception=storable_text(raised),
+        message=f"the database refused to record the {what} of this task{raised_note}{reason}",
         permanent=True,
     )

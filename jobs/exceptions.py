@@ -57,3 +57,12 @@ class WorkerLost(JobsError):
 
 class TaskCancelled(JobsError):
     """Raised inside a task at a checkpoint when its cancellation was requested."""
+
+
+class ReportRefused(JobsError):
+    """The database refused to store what a running task reported (progress, a step's result).
+
+    Raised inside the task, like any exception of its own: the task's policy applies (it fails,
+    unless it declared this class transient). Connection faults are not this: they stay
+    ``OperationalError``, transient.
+    """

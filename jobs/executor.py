@@ -16,8 +16,13 @@ from django.utils import timezone
 
 from jobs import signals, transitions
 from jobs.context import TaskContext
-from jobs.db import is_connection_fault, retry_on_database_error, savepoint_in_transaction
-from jobs.error_records import ErrorRecord, unstorable_error
+from jobs.db import (
+    forget_queries,
+    is_connection_fault,
+    retry_on_database_error,
+    savepoint_in_transaction,
+)
+from jobs.error_records import ErrorRecord, unrecordable_error, unstorable_error
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
 from jobs.models import Task
 from jobs.payload import validate_json
@@ -159,22 +164,72 @@ def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | N
 
 
 def record(task: Task, outcome: Outcome) -> bool:
-    """Write ``outcome`` through the transitions, retrying the write through database faults."""
+    """Write ``outcome`` through the transitions, retrying the write through database faults.
+
+    Never raises for a row the database refuses (a trigger, a value it cannot hold): that
+    attempt is recorded ``failed`` with a plain error saying so instead (``_refused``).
+    """
 
     def write():
         now = timezone.now()
         if outcome.kind == SUCCEEDED:
             return _succeed(task, outcome, now)
-        if outcome.kind == CANCELLED:
-            return transitions.cancel_running(task, now=now)
-        if outcome.kind == RETRYING:
-            run_after = now + timedelta(seconds=outcome.retry_in)
-            return transitions.retry_later(task, outcome.error, run_after, now=now)
-        return transitions.fail(task, outcome.error, now=now)
+        try:
+            with savepoint_in_transaction(router.db_for_write(Task)):
+                return _write(task, outcome, now)
+        except DatabaseError as exc:
+            if is_connection_fault(exc):
+                raise  # retry_on_database_error tries again
+            return _refused(task, outcome, exc, now)
 
     return retry_on_database_error(
         write, what=f"record_{outcome.kind} task_id={task.pk}", model=Task
     )
+
+
+def _write(task: Task, outcome: Outcome, now) -> bool:
+    if outcome.kind == CANCELLED:
+        return transitions.cancel_running(task, now=now)
+    if outcome.kind == RETRYING:
+        run_after = now + timedelta(seconds=outcome.retry_in)
+        return transitions.retry_later(task, outcome.error, run_after, now=now)
+    return transitions.fail(task, outcome.error, now=now)
+
+
+_REFUSED_WHAT = {FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation"}
+
+
+def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
+    """The database refused to record ``outcome``: fail the task with a plain error instead.
+
+    The plain error names the exception's class and the database's reason; if that is refused
+    too, it is tried without the reason (which may quote the refused value); if that is refused
+    as well, the task is left ``running`` for its lease to expire, and the worker carries on.
+    """
+    what = _REFUSED_WHAT.get(outcome.kind, outcome.kind)
+    if outcome.error:
+        raised = outcome.error.exception
+    else:  # a cancellation: the task stopped at a checkpoint
+        raised = f"{TaskCancelled.__module__}.{TaskCancelled.__qualname__}"
+    logger.error(
+        "database refused to record an outcome id=%s outcome=%s error=%r",
+        task.pk, outcome.kind, unrecordable_error(what, raised, refusal).message,
+    )  # fmt: skip
+    outcome.kind, outcome.result = FAILED, None
+    for reason in (refusal, None):
+        outcome.error = unrecordable_error(what, raised, reason)
+        try:
+            with savepoint_in_transaction(router.db_for_write(Task)):
+                return transitions.fail(task, outcome.error, now=now)
+        except DatabaseError as exc:
+            if is_connection_fault(exc):
+                raise
+            refusal = exc
+    logger.error(
+        "database refused the plain failure too, the lease will expire id=%s error=%r",
+        task.pk, unrecordable_error(what, raised, refusal).message,
+    )  # fmt: skip
+    return False
 
 
 def _succeed(task: Task, outcome: Outcome, now) -> bool:
@@ -188,7 +243,13 @@ def _succeed(task: Task, outcome: Outcome, now) -> bool:
             raise  # retry_on_database_error tries again
         outcome.kind, outcome.result = FAILED, None
         outcome.error = unstorable_error(exc)
-        return transitions.fail(task, outcome.error, now=now)
+        try:
+            with savepoint_in_transaction(using):
+                return transitions.fail(task, outcome.error, now=now)
+        except DatabaseError as again:
+            if is_connection_fault(again):
+                raise
+            return _refused(task, outcome, again, now)
 
 
 def _nothing_after_success(runnable: Runnable | None) -> bool:
@@ -220,6 +281,7 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
         task.max_attempts,
         task.queue,
     )
+    forget_queries()  # a task is a worker's request
     signals.send_on_commit(signals.task_started, task)
     try:
         runnable = resolve(task)

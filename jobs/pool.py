@@ -6,6 +6,7 @@ lifecycle and the claims, ``jobs.upkeep`` the heartbeat and maintenance. Only ``
 it.
 """
 
+import contextlib
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from jobs import executor, transitions
 from jobs.child import Child, start_child
 from jobs.conf import jobs_settings
-from jobs.db import retry_on_database_error
+from jobs.db import forget_queries, retry_on_database_error
 from jobs.models import Task
 from jobs.states import Status
 from jobs.wire import Claimed
@@ -103,6 +104,7 @@ class ChildPool:
         finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
         claim thread saying it is done).
         """
+        forget_queries()  # once per round of the loop (see jobs.db)
         listen_fd = self.listener.fileno()
         events = self._selector(listen_fd).select(timeout)
         replies = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "reply"}
@@ -191,6 +193,9 @@ class ChildPool:
 
     def _lost(self, child: Child):
         """A child exited: record the failure of its running task, hand back the rest."""
+        self._take_pending_replies(child)
+        if child not in self.children:
+            return  # its final reply had it recycled: it exited as it said it would
         child.process.join(1)
         child.kill_group()  # processes its task started die with it
         reason = child.killed_for or "crash"
@@ -216,6 +221,13 @@ class ChildPool:
             child.slot.close()
         else:
             self._replace(child)
+
+    def _take_pending_replies(self, child: Child):
+        """Take the replies a child sent before it exited or was killed, not read yet: the tasks
+        they report finished are recorded, never handed back and run again."""
+        with contextlib.suppress(EOFError, OSError, ValueError):
+            while not child.conn.closed and child.conn.poll():
+                self._take_reply(child, json.loads(child.conn.recv_bytes()))
 
     def _hand_back(self, claimed: list[Claimed]):
         """Release claimed tasks this worker will not run: claimable at once, attempt undone."""

@@ -23,13 +23,13 @@ import uuid
 from collections import deque
 
 from django.utils import timezone
-from django.utils.module_loading import autodiscover_modules
 
 from jobs import claiming, transitions, warmup
 from jobs.child import Child
 from jobs.claimer import Claimer
 from jobs.conf import jobs_settings
 from jobs.db import retry_on_database_error
+from jobs.discovery import discover_task_modules
 from jobs.exceptions import TaskTimeout, TransientError
 from jobs.models import Task
 from jobs.notify import Listener
@@ -103,7 +103,7 @@ class Worker(ChildPool, Upkeep):
 
     def run(self) -> int:
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
-        autodiscover_modules("tasks")
+        discover_task_modules()  # a broken tasks module is logged, not fatal
         self._install_signal_handlers()
         warmup.warm_children_path()  # before the fork, so that what it warms stays shared
         self.children = [self._spawn() for _ in range(self.concurrency)]

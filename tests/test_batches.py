@@ -244,3 +244,25 @@ def test_a_slot_read_never_returns_a_half_written_record():
     reader.join(5)
     assert read == [(2, 5, 200.0)]
     slot.close()
+
+
+def test_a_failure_outside_a_task_reports_the_finished_ones_first(runner, monkeypatch):
+    """The child exits on it (the supervisor records the task as lost), but the tasks finished
+    before it are reported, not handed back and run again."""
+    from jobs import executor
+
+    rows = running_adds(3)
+    real_run = executor.run
+
+    def run_failing_on_the_second(task, **options):
+        if str(task.pk) == rows[1]["id"]:
+            raise RuntimeError("not the task's doing")
+        return real_run(task, **options)
+
+    monkeypatch.setattr(executor, "run", run_failing_on_the_second)
+    with pytest.raises(RuntimeError):
+        runner.run({"batch": 2, "tasks": rows, "budget": 10.0})
+    (reply,) = runner.conn.replies
+    assert (reply["batch"], reply["final"]) == (2, False)
+    assert [(index, outcome) for index, outcome, _, _ in reply["results"]] == [(0, "deferred")]
+    assert runner.slot.current()[:2] == (2, 1)  # the supervisor records this one as lost

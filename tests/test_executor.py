@@ -122,3 +122,22 @@ def test_start_and_finish_are_logged_with_name_id_attempt_duration_outcome(caplo
     assert "outcome=succeeded" in messages[1]
     # One line per task at INFO (the finish, with the outcome): the start is DEBUG.
     assert [r.levelname for r in records] == ["DEBUG", "INFO"]
+
+
+def test_with_debug_on_the_query_log_does_not_grow_with_the_tasks_run():
+    """DEBUG logs every query of a connection; a worker, serving no request, forgets them per
+    task as Django does per request (else a child grew by megabytes per thousand tasks)."""
+    from django.db import connection
+    from django.test import override_settings
+
+    for number in range(40):
+        tasks.record_effect.enqueue(f"debug-{number}")
+    with override_settings(DEBUG=True):
+        (first,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
+        executor.run(first)
+        one_task = len(connection.queries)
+        assert one_task > 0  # DEBUG does log them
+        for task in claiming.claim("test-worker", 39, lease_seconds=30, now=timezone.now()):
+            executor.run(task)
+        assert len(connection.queries) <= one_task
+    assert SideEffect.objects.filter(key__startswith="debug-").count() == 40
