@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from jobs import registry
 from jobs.exceptions import PayloadError
-from jobs.models import Task
 from jobs.management.argtypes import queue_list
+from jobs.models import Task
 from jobs.payload import MAX_DELAY_SECONDS, clean_text
 from jobs.wire import task_from_values
 from tests.helpers import claim_for_dispatch
@@ -245,7 +245,7 @@ def test_an_int_out_of_range_is_refused_in_plain_words():
     ("args", "kwargs"), [("notalist", {}), ((1,), "notadict"), (5, {}), ((), [("a", 1)])]
 )
 def test_args_and_kwargs_of_the_wrong_kind_are_refused(args, kwargs):
-    with pytest.raises(PayloadError, match="must be a (list or a tuple|dict)"):
+    with pytest.raises(PayloadError, match=r"must be a (list or a tuple|dict)"):
         registry.enqueue(ADD, args, kwargs)
     assert not Task.objects.exists()
 
