@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from jobs import registry
 from jobs.exceptions import PayloadError
-from jobs.management.argtypes import queue_list
+from jobs.management.commands.runworker import queue_list
 from jobs.models import Task
 from jobs.payload import MAX_DELAY_SECONDS, clean_text
 from jobs.wire import task_from_values
