@@ -13,6 +13,7 @@ from jobs import registry
 from jobs.checks import check_default_queue
 from jobs.exceptions import PayloadError
 from jobs.models import QueuePause, Task
+from jobs.payload import MAX_QUEUE_LENGTH
 from tests.hostile.values import hostile_text
 
 ADD = "tests.testapp.tasks.add"
@@ -81,3 +82,8 @@ def test_a_default_queue_no_task_could_use_is_reported(settings, value):
 def test_a_good_default_queue_passes(settings):
     settings.JOBS_DEFAULT_QUEUE = "my queue"
     assert check_default_queue(None) == []
+
+
+def test_the_rule_s_length_is_the_columns():
+    assert MAX_QUEUE_LENGTH == Task._meta.get_field("queue").max_length
+    assert MAX_QUEUE_LENGTH == QueuePause._meta.get_field("queue").max_length
