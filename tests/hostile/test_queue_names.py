@@ -85,5 +85,5 @@ def test_a_good_default_queue_passes(settings):
 
 
 def test_the_rule_s_length_is_the_columns():
-    assert MAX_QUEUE_LENGTH == Task._meta.get_field("queue").max_length
-    assert MAX_QUEUE_LENGTH == QueuePause._meta.get_field("queue").max_length
+    assert Task._meta.get_field("queue").max_length == MAX_QUEUE_LENGTH
+    assert QueuePause._meta.get_field("queue").max_length == MAX_QUEUE_LENGTH
