@@ -7,6 +7,7 @@ from django.core import checks
 from django.db import connections
 
 from jobs.conf import DEFAULTS, jobs_settings
+from jobs.payload import queue_name_problem
 
 REQUIRED_APPS = ("django.contrib.auth", "django.contrib.contenttypes")
 
@@ -237,4 +238,20 @@ def check_unknown_settings(app_configs, **kwargs):
             id="jobs.W001",
         )
         for name in unknown
+    ]
+
+
+@checks.register("jobs")
+def check_default_queue(app_configs, **kwargs):
+    """JOBS_DEFAULT_QUEUE follows the rule of every queue name (else every enqueue fails)."""
+    problem = queue_name_problem(jobs_settings.DEFAULT_QUEUE)
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f"JOBS_DEFAULT_QUEUE {jobs_settings.DEFAULT_QUEUE!r} is no queue name: it {problem}.",
+            hint="A queue name is 1 to 100 printable characters, with no comma and no "
+            "whitespace at either end.",
+            id="jobs.E030",
+        )
     ]

@@ -15,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 from jobs import metrics, pausing
 from jobs.admin.display import seconds_text
 from jobs.conf import jobs_settings
-from jobs.models import QueuePause
+from jobs.payload import queue_name_problem
 from jobs.states import Status
 
 # Waiting and running first: what an operator acts on.
@@ -59,13 +59,11 @@ def pause_or_resume(request) -> tuple[str, int]:
     queue = request.POST.get("queue", "").strip()
     if not queue:
         return "Name a queue to pause or resume.", messages.ERROR
-    longest = QueuePause._meta.get_field("queue").max_length
-    if "\x00" in queue or len(queue) > longest:
-        # No task can be in such a queue; PostgreSQL would refuse to store the name.
-        return (
-            f"No queue has such a name: at most {longest} characters, no NUL character.",
-            messages.ERROR,
-        )
+    problem = queue_name_problem(queue)
+    if problem:
+        # No task can be enqueued in such a queue (the rule of enqueue and runworker --queues);
+        # PostgreSQL would refuse a NUL in the name.
+        return f"No queue has such a name: the name {problem}.", messages.ERROR
     if request.POST.get("action") == "resume":
         if pausing.resume(queue, user=request.user):
             return f"Queue {queue} resumed: workers claim from it again.", messages.SUCCESS

@@ -28,6 +28,32 @@ def storable_text(text: str) -> str:
     return text
 
 
+# What one attempt records at most, in characters: a task raising ValueError(five_megabytes)
+# must not write ten megabytes per attempt. The user's message is display text, cut at its end;
+# the developer's texts keep their head and their tail (where the traceback's error is).
+MAX_USER_MESSAGE = 2_000
+MAX_MESSAGE = 16 * 1024
+MAX_TRACEBACK = 64 * 1024
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text``, or its head and tail with a note of what was left out if it is over ``limit``."""
+    if len(text) <= limit:
+        return text
+    # Room for the note: the count it shows has at most the digits of len(text).
+    keep = limit - len(f"\n… {len(text):,} characters left out …\n")
+    tail = keep // 2
+    head = keep - tail
+    return (
+        f"{text[:head]}\n… {len(text) - keep:,} characters left out …\n{text[len(text) - tail :]}"
+    )
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters ending with "…" if longer: for display text."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def printed(value, what: str) -> str:
     """``str(value)``, or a note naming its class when printing it raises or gives no text."""
     try:
@@ -78,15 +104,18 @@ class ErrorRecord:
     def from_exception(cls, exc: BaseException, user_message: str, transient: bool):
         """Describe ``exc``; never raises, whatever the exception does when it is printed.
 
-        Every text is made storable on every database (see ``storable_text``); an exception
+        Every text is made storable on every database (see ``storable_text``) and bounded
+        (``MAX_USER_MESSAGE``, ``MAX_MESSAGE``, ``MAX_TRACEBACK`` characters); an exception
         whose ``str()`` or ``repr()`` raises is described by its class, with a note saying so.
         """
         exc_type = type(exc)
         return cls(
-            user_message=storable_text(printed(user_message, "user message")),
+            user_message=cut(
+                storable_text(printed(user_message, "user message")), MAX_USER_MESSAGE
+            ),
             exception=storable_text(qualified_name(exc_type)),
-            message=storable_text(printed(exc, "exception")),
-            traceback=storable_text(formatted_traceback(exc)),
+            message=bounded(storable_text(printed(exc, "exception")), MAX_MESSAGE),
+            traceback=bounded(storable_text(formatted_traceback(exc)), MAX_TRACEBACK),
             transient=bool(transient),
             permanent=isinstance(exc, PermanentError),
         )

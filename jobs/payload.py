@@ -20,7 +20,7 @@ Display text (summary, progress message, a user message) is cleaned instead, see
 import json
 import math
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
@@ -76,8 +76,8 @@ def _check_number(value, path: str):
     if isinstance(value, int):
         if not MIN_INT <= value <= MAX_INT:
             raise PayloadError(
-                f"{path} is an integer of {value.bit_length():,} bits, outside the 64-bit "
-                f"range ({MIN_INT:,} to {MAX_INT:,}) that every database reads back exactly. "
+                f"{path} is an integer outside the 64-bit range ({MIN_INT:,} to {MAX_INT:,}) "
+                "that every database reads back exactly. "
                 "Pass it as a string."
             )
         return
@@ -170,6 +170,10 @@ def encode_payload(
     their path (prefixed by ``path``, e.g. ``calls[3] ``), and so is a payload over ``limit``
     bytes (``JOBS_MAX_PAYLOAD_BYTES`` by default).
     """
+    if not isinstance(args, list | tuple):
+        raise PayloadError(f"The {path}args must be a list or a tuple, not {_describe(args)}.")
+    if not isinstance(kwargs, dict):
+        raise PayloadError(f"The {path}kwargs must be a dict, not {_describe(kwargs)}.")
     args = list(args)
     kwargs = dict(kwargs)
     # Flat arguments of plain types, the common case, are valid JSON as they are and immutable:
@@ -241,6 +245,41 @@ def check_name(value, what: str, max_length: int, *, allow_empty: bool = False) 
     return value
 
 
+MAX_QUEUE_LENGTH = 100  # Task.queue's max_length (and QueuePause's)
+
+
+def queue_name_problem(value) -> str | None:
+    """What makes ``value`` no queue name, or None: the one rule for every place a name enters.
+
+    A name is 1 to 100 printable characters (no tab, newline, NUL or surrogate: the tables of
+    ``jobs_stats`` and the logs stay one line per queue), with no comma and no whitespace at
+    either end, so that ``runworker --queues`` (a comma-separated, stripped list) can select
+    every queue a task can be enqueued in.
+    """
+    if not isinstance(value, str):
+        return f"must be a str, not {_describe(value)}"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_QUEUE_LENGTH:
+        return f"is {len(value):,} characters long, over the limit of {MAX_QUEUE_LENGTH}"
+    if not value.isprintable():
+        return "holds a character that is not printable (a tab, a newline, a NUL...)"
+    if "," in value:
+        return "holds a comma, which separates the names of runworker --queues"
+    if value != value.strip():
+        return "starts or ends with whitespace"
+    return None
+
+
+def check_queue_name(value) -> str:
+    """Return ``value`` if it is a queue name (``queue_name_problem``); refuse it otherwise."""
+    problem = queue_name_problem(value)
+    if problem:
+        named = f" {_short_repr(value)}" if isinstance(value, str) else ""
+        raise PayloadError(f"The queue{named} {problem}.")
+    return value
+
+
 def check_int(value, what: str, low: int, high: int) -> int:
     """Return ``value`` if it is an int from ``low`` to ``high``; refuse it otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -268,3 +307,33 @@ def check_delay(delay) -> timedelta:
 
 
 MAX_DELAY_SECONDS = 100 * 365.25 * 24 * 3600
+
+
+def check_run_after(run_after, now: datetime) -> datetime:
+    """Return ``run_after`` in UTC if it is an aware datetime a ``delay`` could reach from ``now``.
+
+    The same bound as ``check_delay``: far dates are typos, and the extremes of ``datetime``
+    overflow on the way (SQLite cannot convert them to UTC; PostgreSQL stores year 0 BC and
+    year 10000, which Python cannot read back).
+    """
+    if not isinstance(run_after, datetime):
+        raise PayloadError(f"run_after must be a datetime, not {_describe(run_after)}.")
+    try:
+        offset = run_after.utcoffset()
+    except Exception as exc:  # a tzinfo of the caller's own that raises
+        raise PayloadError(
+            f"run_after {_short_repr(run_after)} has a time zone that fails: {exc!r}."
+        ) from None
+    if offset is None:
+        raise PayloadError(
+            f"run_after {_short_repr(run_after)} must be an aware datetime (with a time zone)."
+        )
+    # Aware datetimes subtract without converting to UTC: no overflow at datetime.min or max.
+    if abs((run_after - now).total_seconds()) > MAX_DELAY_SECONDS:
+        raise PayloadError(
+            f"run_after {_short_repr(run_after)} is more than 100 years from now, the limit "
+            "a delay has too."
+        )
+    # In UTC, as stored: an offset of seconds (or a tzinfo of the caller's) is not one every
+    # database parses, and the text of a bulk insert carries it.
+    return run_after.astimezone(UTC)

@@ -13,13 +13,15 @@ from django.utils.module_loading import import_string
 
 from jobs import signals
 from jobs.conf import jobs_settings
-from jobs.exceptions import PayloadError, UnknownTaskError
+from jobs.exceptions import UnknownTaskError
 from jobs.inserting import SET_BY_ENQUEUE, insert_many, insert_one, new_task
 from jobs.models import Task
 from jobs.payload import (
     check_delay,
     check_int,
     check_name,
+    check_queue_name,
+    check_run_after,
     clean_text,
     compact_json,
     encode_payload,
@@ -201,6 +203,8 @@ def enqueue_many(
     options = replace(options or EnqueueOptions(), **extra)
     if options.idempotency_key is not None:
         raise ValueError("enqueue_many takes no idempotency_key: it names one task.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}.")
     now = timezone.now()
     template = {
         "name": definition.name,
@@ -277,13 +281,19 @@ def check_fields(values: dict | None = None, **fields) -> dict:
     the summary, display text, is cleaned (``jobs.payload.clean_text``). Returns the values.
     """
     values = {**(values or {}), **fields}
-    for name in ("name", "queue", "backend", "idempotency_key"):
+    if values.get("queue") is not None:
+        check_queue_name(values["queue"])
+    for name in ("name", "backend", "idempotency_key"):
         value = values.get(name)
         if value is not None and (value or name != "backend"):
             check_name(value, name.replace("_", " "), _COLUMNS[name].max_length)
     for name, (low, high) in INT_RANGES.items():
         if name in values:
             check_int(values[name], name.replace("_", " "), low, high)
+    if values.get("run_after") is not None:  # the Django Tasks backend's comes straight here
+        values["run_after"] = check_run_after(
+            values["run_after"], values.get("created_at") or timezone.now()
+        )
     if "summary" in values:
         values["summary"] = clean_text(values["summary"], _COLUMNS["summary"].max_length)
     return values
@@ -296,11 +306,8 @@ def resolve_run_after(run_after=None, delay=None):
         delay = check_delay(delay)
         return timezone.now() + delay
     if run_after is not None:
-        if not isinstance(run_after, datetime):
-            raise PayloadError(f"run_after must be a datetime, not {type(run_after).__name__}.")
-        if timezone.is_naive(run_after):
-            raise ValueError("run_after must be an aware datetime.")
-    return run_after or timezone.now()
+        return check_run_after(run_after, timezone.now())
+    return timezone.now()
 
 
 def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields) -> Task:

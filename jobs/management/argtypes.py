@@ -8,6 +8,7 @@ import argparse
 import math
 
 from jobs import limits
+from jobs.payload import queue_name_problem
 
 
 def shown(text: str, most: int = 40) -> str:
@@ -53,3 +54,19 @@ non_negative_seconds = number(float, at_least=0, at_most=limits.MAX_SECONDS)
 concurrency = number(
     int, at_least=1, at_most=limits.max_concurrency, beyond="JOBS_MAX_CONCURRENCY raises the limit"
 )
+
+
+def queue_name(text: str) -> str:
+    """A queue name (``jobs.payload.queue_name_problem``: the rule enqueue applies), as is."""
+    problem = queue_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"the queue name {shown(text)} {problem}")
+    return text
+
+
+def queue_list(text: str) -> list[str]:
+    """Comma-separated queue names, each stripped: every name enqueue accepts is selectable."""
+    queues = [name.strip() for name in text.split(",") if name.strip()]
+    if not queues:
+        raise argparse.ArgumentTypeError("name at least one queue, e.g. --queues default,emails")
+    return [queue_name(name) for name in queues]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from jobs import limits
 from tests.conftest import ROOT
 
-NON_NUMERIC = {("runworker", "--queues"), ("jobs_prune", "--keep")}
+NON_NUMERIC = {("runworker", "--queues"), ("jobs_health", "--queue"), ("jobs_prune", "--keep")}
 HOSTILE = [
     "nan",
     "NaN",
@@ -134,10 +134,17 @@ def test_durations_are_bounded_by_a_year():
         parser.parse_args(["--window", str(limits.MAX_SECONDS + 1)])
 
 
-@pytest.mark.parametrize("value", ["a\x00b", "x" * 101, "tab\there"])
+@pytest.mark.parametrize("value", ["a\x00b", "x" * 101, "tab\there", "a\nb", "a\u00a0b"])
 def test_queue_names_no_task_can_have_are_refused(value):
-    with pytest.raises(CommandError, match="argument --queues: a queue name is at most 100"):
+    with pytest.raises(CommandError, match="argument --queues: the queue name"):
         parser_of("runworker").parse_args(["--queues", value])
+
+
+@pytest.mark.parametrize("value", ["", " ", "a,b", " lead", "trail ", "a\x00b", "x" * 101, "a\nb"])
+def test_jobs_health_refuses_what_is_no_queue_name(value):
+    with pytest.raises(CommandError, match="argument --queue: the queue name"):
+        parser_of("jobs_health").parse_args(["--queue", value])
+    assert parser_of("jobs_health").parse_args(["--queue", "my queue"]).queue == ["my queue"]
 
 
 def test_call_command_refuses_them_too():

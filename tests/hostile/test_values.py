@@ -6,7 +6,7 @@ the database and broke it would show as a database error here, not as a refusal.
 """
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.db import transaction
@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from jobs import registry
 from jobs.exceptions import PayloadError
+from jobs.management.commands.runworker import queue_list
 from jobs.models import Task
-from jobs.payload import clean_text
+from jobs.payload import MAX_DELAY_SECONDS, clean_text
 from jobs.wire import task_from_values
 from tests.helpers import claim_for_dispatch
 from tests.hostile.values import hostile_floats, hostile_ints, hostile_text, json_values, same
@@ -93,6 +94,10 @@ identifiers = st.one_of(hostile_text, st.integers(0, 300).map(lambda n: "q" * n)
 @example(queue="default", key="k" * 256, priority=0)
 @example(queue="default", key=None, priority=32768)
 @example(queue="a\x00", key=None, priority=0)
+@example(queue="a,b", key=None, priority=0)
+@example(queue=" lead", key=None, priority=0)
+@example(queue="tab\there", key=None, priority=0)
+@example(queue="a\nb", key=None, priority=0)
 def test_enqueue_options_are_stored_identically_or_refused(queue, key, priority):
     options = {"queue": queue, "idempotency_key": key, "priority": priority}
     for enqueue in (
@@ -103,6 +108,8 @@ def test_enqueue_options_are_stored_identically_or_refused(queue, key, priority)
         if task is not None:
             read = Task.objects.get(pk=task.pk)
             assert (read.queue, read.idempotency_key, read.priority) == (queue, key, priority)
+            # A queue a task can be in is one a worker can select.
+            assert queue_list(queue) == [queue]
 
 
 @PROPERTY
@@ -163,3 +170,88 @@ def test_the_django_tasks_backend_refuses_the_same_values(options, args, message
     with pytest.raises(PayloadError, match=message):
         enqueue()
     assert stored_or_refused(enqueue) is None
+
+
+# run_after: aware datetimes over the whole range of datetime, in every fixed offset.
+offsets = st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23))
+aware_datetimes = st.datetimes(timezones=st.builds(timezone, offsets))
+FAR = timedelta(seconds=MAX_DELAY_SECONDS)
+
+
+def run_after_entry_points(run_after):
+    from tests.testapp import django_tasks
+
+    def many():
+        (task_id,) = registry.enqueue_many(ADD, [(1, 2)], run_after=run_after)
+        return Task.objects.get(pk=task_id)
+
+    def django_backend():
+        result = django_tasks.multiply.using(run_after=run_after).enqueue(1, 2)
+        return Task.objects.get(pk=result.id)
+
+    return {
+        "enqueue": lambda: registry.enqueue(ADD, (1, 2), run_after=run_after),
+        "using": lambda: registry.get_task(ADD).using(run_after=run_after).enqueue(1, 2),
+        "enqueue_many": many,
+        "django_backend": django_backend,
+    }
+
+
+@PROPERTY
+@given(run_after=aware_datetimes)
+@example(run_after=datetime.min.replace(tzinfo=timezone(timedelta(hours=5))))
+@example(run_after=datetime.max.replace(tzinfo=timezone(timedelta(hours=-5))))
+@example(run_after=datetime.min.replace(tzinfo=UTC))
+@example(run_after=datetime.max.replace(tzinfo=UTC))
+@example(run_after=datetime(2000, 1, 1, tzinfo=UTC))
+def test_a_run_after_is_stored_identically_or_refused(run_after):
+    now = datetime.now(UTC)
+    for entry_point, enqueue in run_after_entry_points(run_after).items():
+        task = stored_or_refused(enqueue)
+        if task is None:
+            assert abs(run_after - now) > FAR - timedelta(days=1), entry_point
+            continue
+        assert abs(run_after - now) <= FAR + timedelta(days=1), entry_point
+        read = Task.objects.get(pk=task.pk)
+        assert read.run_after == run_after, entry_point
+        if run_after <= now:  # due: a worker claims it and reads it back too
+            assert worker_view(task.pk).run_after == run_after, entry_point
+
+
+@pytest.mark.parametrize("run_after", [datetime(2030, 1, 1), datetime.max, datetime.min])
+def test_a_naive_run_after_is_refused_everywhere(run_after):
+    for entry_point, enqueue in run_after_entry_points(run_after).items():
+        if entry_point == "django_backend":
+            continue  # Django's Task.using refuses a naive run_after itself
+        with pytest.raises(PayloadError, match="aware"):
+            enqueue()
+        assert stored_or_refused(enqueue) is None
+
+
+def test_a_run_after_out_of_range_says_why():
+    far = datetime.now(UTC) + FAR + timedelta(days=2)
+    with pytest.raises(PayloadError, match="more than 100 years"):
+        registry.enqueue(ADD, (1, 2), run_after=far)
+
+
+def test_an_int_out_of_range_is_refused_in_plain_words():
+    with pytest.raises(PayloadError) as refused:
+        registry.enqueue(ADD, (2**63, 2))
+    assert "outside the 64-bit range" in str(refused.value)
+    assert "bits" not in str(refused.value).split("range")[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs"), [("notalist", {}), ((1,), "notadict"), (5, {}), ((), [("a", 1)])]
+)
+def test_args_and_kwargs_of_the_wrong_kind_are_refused(args, kwargs):
+    with pytest.raises(PayloadError, match=r"must be a (list or a tuple|dict)"):
+        registry.enqueue(ADD, args, kwargs)
+    assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, None, True])
+def test_enqueue_many_refuses_a_batch_size_below_one(batch_size):
+    with pytest.raises(ValueError, match="batch_size must be a whole number"):
+        registry.enqueue_many(ADD, [(1, 2)], batch_size=batch_size)
+    assert not Task.objects.exists()

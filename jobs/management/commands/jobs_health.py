@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
 from jobs import health, limits
-from jobs.management.argtypes import non_negative_seconds, number
+from jobs.management.argtypes import non_negative_seconds, number, queue_name
 
 OK, UNHEALTHY, UNKNOWN = 0, 1, 2
 
@@ -37,7 +37,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--heartbeat", **seconds)
         parser.add_argument(
-            "--queue", action="append", default=[], help="Only judge this queue. Repeatable."
+            "--queue",
+            action="append",
+            default=[],
+            type=queue_name,
+            help="Only judge this queue. Repeatable.",
         )
         parser.add_argument("--json", action="store_true", help="Print the verdict as JSON.")
 

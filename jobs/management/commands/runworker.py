@@ -1,4 +1,3 @@
-import argparse
 import logging
 
 from django.core.checks import Tags
@@ -10,27 +9,12 @@ from jobs.management.argtypes import (
     non_negative_seconds,
     number,
     positive_seconds,
-    shown,
+    queue_list,
 )
-from jobs.models import Task
 from jobs.worker import Worker
 
 tasks_per_child = number(int, at_least=1, at_most=limits.MAX_TASKS_PER_CHILD)
 memory_per_child = number(int, at_least=1, at_most=limits.MAX_MEMORY_PER_CHILD_MIB)
-
-
-def queue_list(text):
-    queues = [name.strip() for name in text.split(",") if name.strip()]
-    if not queues:
-        raise argparse.ArgumentTypeError("name at least one queue, e.g. --queues default,emails")
-    longest = Task._meta.get_field("queue").max_length
-    for name in queues:
-        # A name no task can have; PostgreSQL would refuse a NUL in the claim, ending the worker.
-        if len(name) > longest or not name.isprintable():
-            raise argparse.ArgumentTypeError(
-                f"a queue name is at most {longest} printable characters, got {shown(name)}"
-            )
-    return queues
 
 
 class Command(BaseCommand):
