@@ -6,6 +6,7 @@ PostgreSQL run (once per Python line); where the PostgreSQL binaries are missing
 (``CI`` set) rather than skip unseen.
 """
 
+import contextlib
 import glob
 import os
 import shutil
@@ -121,10 +122,8 @@ def private_postgres():
     server = PrivatePostgres(Path(tempfile.mkdtemp(prefix="jobs-private-postgres-")), bindir)
     server.create()
     yield server
-    try:
+    with contextlib.suppress(RuntimeError):  # stopped already
         server.stop()
-    except RuntimeError:
-        pass  # stopped already
     shutil.rmtree(server.folder, ignore_errors=True)
 
 
@@ -135,7 +134,7 @@ def database_up(private_postgres):
         private_postgres.start()
     private_postgres.query("DELETE FROM jobs_task")
     private_postgres.query("DELETE FROM jobs_worker")
-    yield private_postgres
+    return private_postgres
 
 
 def processes_with(marker: str) -> list[int]:

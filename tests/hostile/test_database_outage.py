@@ -56,6 +56,7 @@ def test_a_worker_started_with_the_database_down_stops_on_sigterm(database_up, t
         assert processes_with(worker.marker) == []
     finally:
         worker.kill()
+        worker.wait(10)
 
 
 def test_outage_during_a_task_then_sigterm_exits_within_the_grace(database_up, tmp_path):
@@ -80,6 +81,7 @@ def test_outage_during_a_task_then_sigterm_exits_within_the_grace(database_up, t
         assert processes_with(worker.marker) == []
     finally:
         worker.kill()
+        worker.wait(10)
     # Not lost: still running under its lease, for a worker to rescue once it lapses.
     database_up.start()
     status, attempts = database_up.query(
@@ -103,6 +105,7 @@ def test_a_second_signal_during_an_outage_stops_at_once(database_up, tmp_path):
         assert processes_with(worker.marker) == []
     finally:
         worker.kill()
+        worker.wait(10)
 
 
 def test_a_worker_outlives_an_outage_and_never_runs_a_task_twice_at_once(database_up, tmp_path):
@@ -122,8 +125,10 @@ def test_a_worker_outlives_an_outage_and_never_runs_a_task_twice_at_once(databas
         assert worker.poll() is None, output(worker)
         database_up.start()
         wait_until(
-            lambda: database_up.query("SELECT status FROM jobs_task WHERE id = %s", [task_id])
-            == [("succeeded",)],
+            lambda: (
+                database_up.query("SELECT status FROM jobs_task WHERE id = %s", [task_id])
+                == [("succeeded",)]
+            ),
             20,
             f"the task to succeed\n{output(worker)}",
         )
@@ -137,5 +142,6 @@ def test_a_worker_outlives_an_outage_and_never_runs_a_task_twice_at_once(databas
         assert processes_with(worker.marker) == []
     finally:
         worker.kill()
+        worker.wait(10)
     result = database_up.query("SELECT attempts FROM jobs_task WHERE id = %s", [task_id])
     assert result == [(2,)]
