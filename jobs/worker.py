@@ -144,6 +144,7 @@ class Worker(ChildPool, Upkeep):
         while True:
             self._stop_unleased()
             if self._stop_requested:
+                self._heartbeat()  # the leases of tasks finishing within the grace
                 self._collect_claim(wait=True)
                 self._stop_children()
                 self._record_successes()
@@ -176,11 +177,15 @@ class Worker(ChildPool, Upkeep):
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
-        self._collect_claim(wait=True)
-        self._claimer.close()
-        self._record_successes(deadline_seconds=self._grace_left())
-        waiting, self._ready = list(self._ready), deque()
-        self._hand_back(waiting)
+        # Whatever fails here, the children below are stopped: no exit path leaves them.
+        try:
+            self._collect_claim(wait=True)
+            self._claimer.close()
+            self._record_successes(deadline_seconds=self._grace_left())
+            waiting, self._ready = list(self._ready), deque()
+            self._hand_back(waiting)
+        except Exception:
+            logger.exception("shutdown bookkeeping failed worker_id=%s", self.worker_id)
         for child in self.children:
             if child.busy:
                 child.kill("shutdown")
