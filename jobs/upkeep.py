@@ -62,6 +62,12 @@ class Upkeep:
         (an attempt counted) once the database answers. Tasks claimed but not started are
         forgotten too; their lease lapses, or the heartbeat hands them back.
         """
+        if not self._leases_may_lapse() or not (self._busy() or self._ready):
+            return
+        # A late heartbeat (a slow round, a loaded host) rather than a silent database: if it
+        # answers now, renewing beats killing. One try: the retries give up at once by now.
+        self._next_heartbeat = 0.0
+        self._heartbeat()
         if not self._leases_may_lapse():
             return
         busy = [child for child in self.children if child.busy]
