@@ -379,9 +379,12 @@ class Worker(ChildPool, Upkeep):
                 deadline_seconds=deadline_seconds,
             )
         except DatabaseError as exc:
+            # Kept: written at the next round, or, if the worker exits first, left ``running``
+            # under their lease and run again once it lapses (at least once).
+            ids = ",".join(str(success.task_id) for success in successes[:20])
             logger.warning(
-                "successes not recorded yet, database unreachable count=%d error=%r",
-                len(successes), first_line(exc),
+                "successes not recorded yet, database unreachable count=%d ids=%s%s error=%r",
+                len(successes), ids, ",..." if len(successes) > 20 else "", first_line(exc),
             )  # fmt: skip
             return
         self._successes = []
