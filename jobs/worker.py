@@ -117,7 +117,10 @@ class Worker(ChildPool, Upkeep):
             if self._stop_requested:
                 logger.info("worker stopped before it started worker_id=%s", self.worker_id)
                 return 0
-            logger.error("worker not started, database unreachable error=%r", first_line(exc))
+            logger.error(
+                "worker not started, could not register in the database error=%r",
+                first_line(exc),
+            )
             return 1
         self._last_renewal = time.monotonic()
         try:
@@ -180,6 +183,9 @@ class Worker(ChildPool, Upkeep):
         # Whatever fails here, the children below are stopped: no exit path leaves them.
         try:
             self._collect_claim(wait=True)
+        except Exception:
+            logger.exception("claim failed worker_id=%s", self.worker_id)
+        try:
             self._claimer.close()
             self._record_successes(deadline_seconds=self._grace_left())
             waiting, self._ready = list(self._ready), deque()
