@@ -59,6 +59,22 @@ def test_a_worker_started_with_the_database_down_stops_on_sigterm(database_up, t
         worker.wait(10)
 
 
+def test_a_worker_that_cannot_reach_the_database_at_start_exits_1_in_one_line(
+    database_up, tmp_path
+):
+    database_up.stop()
+    worker = start_worker(database_up, tmp_path, "--concurrency", "2",
+                          JOBS_DATABASE_RETRY_SECONDS=2)  # fmt: skip
+    try:
+        assert worker.wait(15) == 1, output(worker)
+        assert "worker not started, could not register in the database" in output(worker)
+        assert "Traceback" not in output(worker)
+        assert processes_with(worker.marker) == []
+    finally:
+        worker.kill()
+        worker.wait(10)
+
+
 def test_outage_during_a_task_then_sigterm_exits_within_the_grace(database_up, tmp_path):
     path = tmp_path / "runs.log"
     task_id = enqueue_logging_task(database_up, path, first_attempt_seconds=2)
