@@ -262,8 +262,9 @@ class ChildPool:
             self._retry(record, f"record_lost task_id={claimed.id}")
         except DatabaseError as exc:
             logger.warning(
-                "loss not recorded, database unreachable task_id=%s error=%r; the task runs "
-                "again once its lease lapses", claimed.id, first_line(exc),
+                # It runs again once its lease lapses.
+                "loss not recorded, database unreachable task_id=%s error=%r",
+                claimed.id, first_line(exc),
             )  # fmt: skip
 
     def _enforce_limits(self):

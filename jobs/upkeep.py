@@ -75,8 +75,9 @@ class Upkeep:
         self._unleased.update(claimed.id for claimed in running)
         for claimed in running:
             logger.error(
+                # It runs again, rescued, once the database answers.
                 "task stopped, its lease could not be renewed id=%s name=%s "
-                "database_silent_for=%.1fs; it runs again once the database answers",
+                "database_silent_for=%.1fs",
                 claimed.id, claimed.name, time.monotonic() - self._last_renewal,
             )  # fmt: skip
         for child in busy:
@@ -150,8 +151,8 @@ class Upkeep:
             if self._database_down_since is None:
                 self._database_down_since = started
                 logger.error(
-                    "database unreachable, the worker keeps running and retries; tasks are "
-                    "stopped if their leases may lapse (in %.1fs) worker_id=%s error=%r",
+                    "database unreachable, the worker keeps running and retries "
+                    "running_tasks_stopped_in=%.1fs worker_id=%s error=%r",
                     max(0.0, self._last_renewal + self.lease_seconds - self.lease_margin()
                         - time.monotonic()),
                     self.worker_id, first_line(exc),
