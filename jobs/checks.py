@@ -255,3 +255,21 @@ def check_default_queue(app_configs, **kwargs):
             id="jobs.E030",
         )
     ]
+
+
+@checks.register("jobs")
+def check_poll_interval(app_configs, **kwargs):
+    """JOBS_POLL_INTERVAL below ``jobs.limits.MIN_INTERVAL_SECONDS`` makes an idle worker spin."""
+    from jobs import limits
+
+    value = jobs_settings.POLL_INTERVAL
+    # Not a number, NaN or at most 0: check_settings and check_numeric_limits report it.
+    if not limits.is_number(value) or value <= 0 or value >= limits.MIN_INTERVAL_SECONDS:
+        return []
+    return [
+        checks.Error(
+            f"JOBS_POLL_INTERVAL must be at least {limits.MIN_INTERVAL_SECONDS} seconds, got "
+            f"{value!r}: shorter, an idle worker polls the database in a busy loop.",
+            id="jobs.E031",
+        )
+    ]

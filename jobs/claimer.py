@@ -42,7 +42,7 @@ class Claimer:
     def busy(self) -> bool:
         return self._future is not None
 
-    def start(self, wanted: int, successes: list, on_fault=None):
+    def start(self, wanted: int, successes: list, on_fault=None, abandon=None):
         """Claim ``wanted`` tasks and record ``successes`` with them, in the thread."""
         assert self._future is None, "one claim at a time"
         self._used = True
@@ -57,7 +57,7 @@ class Claimer:
                         self.worker_id, wanted, successes, queues=self.queues,
                         lease_seconds=self.lease_seconds,
                     )[0],
-                    what="claim", model=Task, on_fault=on_fault,
+                    what="claim", model=Task, on_fault=on_fault, abandon=abandon,
                 )  # fmt: skip
             finally:
                 self.seconds = 0.8 * self.seconds + 0.2 * (time.monotonic() - started)

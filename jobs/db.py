@@ -22,12 +22,17 @@ logger = logging.getLogger(__name__)
 
 
 def retry_on_database_error(
-    operation, *, what: str, model=None, deadline_seconds=None, on_fault=None
+    operation, *, what: str, model=None, deadline_seconds=None, on_fault=None, abandon=None
 ):
     """Run ``operation()``; on a database fault, reconnect and try again until a deadline.
 
     For bookkeeping writes that must not be lost: a finished task's outcome is retried through a
     server restart or a dropped connection instead of leaving the task ``running``.
+
+    ``abandon``, a function, says when to stop trying before the deadline (the worker was told
+    to stop now, its grace period is over, its leases may have lapsed): the fault is raised
+    then. It is asked after every fault and during the pauses, so that a signal handler that
+    sets what it reads ends the retries within a tenth of a second.
     """
     if deadline_seconds is None:
         deadline_seconds = jobs_settings.DATABASE_RETRY_SECONDS
@@ -37,19 +42,28 @@ def retry_on_database_error(
         try:
             return operation()
         except (OperationalError, InterfaceError) as exc:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or (abandon is not None and abandon()):
                 raise
             logger.warning(
                 "database fault, retrying what=%s error=%r pause=%.2f",
                 what,
-                _first_line(exc),
+                first_line(exc),
                 pause,
             )
             _drop_broken_connection(model)
             if on_fault is not None:
                 on_fault()
-            time.sleep(pause * (1 + random.random()))
+            _sleep_unless(pause * (1 + random.random()), abandon)
             pause = min(pause * 2, 2.0)
+
+
+def _sleep_unless(seconds: float, abandon):
+    """Sleep ``seconds``, in short slices while ``abandon`` may turn true meanwhile."""
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        if abandon is not None and abandon():
+            return
+        time.sleep(min(left, 0.1))
 
 
 def _drop_broken_connection(model):
@@ -90,7 +104,7 @@ def record_isolating(items: list, record, *, using: str) -> tuple[list, list]:
             raise
         if len(items) == 1:
             logger.warning(
-                "database refused a row what=%s error=%r", record.__name__, _first_line(exc)
+                "database refused a row what=%s error=%r", record.__name__, first_line(exc)
             )
             return [], [(items[0], exc)]
     middle = len(items) // 2
@@ -119,6 +133,6 @@ def forget_queries():
         reset_queries()
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

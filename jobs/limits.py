@@ -10,6 +10,10 @@ import math
 from jobs.conf import jobs_settings
 
 MAX_SECONDS = 365 * 86400
+# The least interval between two looks at the database (JOBS_POLL_INTERVAL, --poll-interval):
+# shorter, an idle worker busy-polls (5e-324 kept a core at 40 %) and gains nothing, as a
+# notification or a finished task wakes it at once anyway.
+MIN_INTERVAL_SECONDS = 0.01
 # Tasks run at once by one worker, one process each: past this, a typo (--concurrency 100000)
 # forks until the host runs out of memory. JOBS_MAX_CONCURRENCY raises it for a large host.
 DEFAULT_MAX_CONCURRENCY = 256

@@ -14,10 +14,12 @@ import selectors
 import time
 from datetime import UTC, datetime
 
+from django.db import DatabaseError
+
 from jobs import executor, transitions
 from jobs.child import Child, start_child
 from jobs.conf import jobs_settings
-from jobs.db import forget_queries, retry_on_database_error
+from jobs.db import first_line, forget_queries
 from jobs.models import Task
 from jobs.states import Status
 from jobs.wire import Claimed
@@ -234,11 +236,18 @@ class ChildPool:
         if not claimed:
             return
         attempts = [(c.id, c.attempts, c.worker_id) for c in claimed]
-        retry_on_database_error(
-            lambda: transitions.release_many(attempts),
-            what=f"hand back {len(attempts)} tasks",
-            model=Task,
-        )
+        try:
+            self._retry(
+                lambda: transitions.release_many(attempts), f"hand back {len(attempts)} tasks"
+            )
+        except DatabaseError as exc:
+            # Left running under this worker's lease: rescued once it lapses (or handed back by
+            # the next heartbeat, if this worker goes on).
+            logger.warning(
+                "tasks not handed back, database unreachable ids=%s error=%r",
+                ",".join(str(c.id) for c in claimed), first_line(exc),
+            )  # fmt: skip
+            return
         for c in claimed:
             logger.info("task handed back name=%s id=%s attempt=%d", c.name, c.id, c.attempts)
 
@@ -261,7 +270,14 @@ class ChildPool:
             outcome.duration = time.monotonic() - started
             return executor.record(current, outcome)
 
-        retry_on_database_error(record, what=f"record_lost task_id={claimed.id}", model=Task)
+        try:
+            self._retry(record, f"record_lost task_id={claimed.id}")
+        except DatabaseError as exc:
+            logger.warning(
+                # It runs again once its lease lapses.
+                "loss not recorded, database unreachable task_id=%s error=%r",
+                claimed.id, first_line(exc),
+            )  # fmt: skip
 
     def _enforce_limits(self):
         """Kill children whose task overran its timeout or whose memory grew past the limit."""

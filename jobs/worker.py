@@ -22,16 +22,16 @@ import time
 import uuid
 from collections import deque
 
+from django.db import DatabaseError
 from django.utils import timezone
 
 from jobs import claiming, transitions, warmup
 from jobs.child import Child
 from jobs.claimer import Claimer
 from jobs.conf import jobs_settings
-from jobs.db import retry_on_database_error
+from jobs.db import first_line
 from jobs.discovery import discover_task_modules
 from jobs.exceptions import TaskTimeout, TransientError
-from jobs.models import Task
 from jobs.notify import Listener
 from jobs.pool import ChildPool
 from jobs.upkeep import Upkeep
@@ -98,6 +98,10 @@ class Worker(ChildPool, Upkeep):
         self._news = 0  # news counted (see ChildPool._wait), and as a claim started:
         self._news_at_claim = 0
         self._claim_started_at = None  # when the last claim started (database time)
+        self._claim_after = 0.0  # monotonic time before which no claim starts (after a fault)
+        self._last_renewal = 0.0  # monotonic time the last heartbeat that renewed leases began
+        self._database_down_since = None  # monotonic time of the heartbeat fault, if any
+        self._unleased = set()  # ids of tasks stopped because their lease may have lapsed
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -105,21 +109,35 @@ class Worker(ChildPool, Upkeep):
         """Serve until stopped (or, with ``burst``, until nothing is due); return an exit code."""
         discover_task_modules()  # a broken tasks module is logged, not fatal
         self._install_signal_handlers()
-        warmup.warm_children_path()  # before the fork, so that what it warms stays shared
-        self.children = [self._spawn() for _ in range(self.concurrency)]
-        retry_on_database_error(self._register, what="register_worker", model=Task)
-        # Listen before the first claim: a task enqueued in between is found by that claim, and
-        # every later one is announced.
-        self.listener.fileno()
-        logger.info(
-            "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s",
-            self.worker_id,
-            ",".join(self.queues) or "*",
-            self.concurrency,
-            self.burst,
-            self.listener.supported,
-        )
+        # Registered before any child exists: a worker that cannot reach its database, or is
+        # stopped meanwhile, has no process to stop.
         try:
+            self._retry(self._register, "register_worker", abandon=lambda: self._stop_requested > 0)
+        except DatabaseError as exc:
+            if self._stop_requested:
+                logger.info("worker stopped before it started worker_id=%s", self.worker_id)
+                return 0
+            logger.error(
+                "worker not started, could not register in the database error=%r",
+                first_line(exc),
+            )
+            return 1
+        self._last_renewal = time.monotonic()
+        try:
+            warmup.warm_children_path()  # before the fork, so that what it warms stays shared
+            for _ in range(self.concurrency):
+                self.children.append(self._spawn())
+            # Listen before the first claim: a task enqueued in between is found by that claim,
+            # and every later one is announced.
+            self.listener.fileno()
+            logger.info(
+                "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s",
+                self.worker_id,
+                ",".join(self.queues) or "*",
+                self.concurrency,
+                self.burst,
+                self.listener.supported,
+            )
             self._loop()
         finally:
             self._shutdown()
@@ -127,7 +145,9 @@ class Worker(ChildPool, Upkeep):
 
     def _loop(self):
         while True:
+            self._stop_unleased()
             if self._stop_requested:
+                self._heartbeat()  # the leases of tasks finishing within the grace
                 self._collect_claim(wait=True)
                 self._stop_children()
                 self._record_successes()
@@ -160,14 +180,18 @@ class Worker(ChildPool, Upkeep):
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
+        # Whatever fails here, the children below are stopped: no exit path leaves them.
         try:
             self._collect_claim(wait=True)
         except Exception:
             logger.exception("claim failed worker_id=%s", self.worker_id)
-        self._claimer.close()
-        self._record_successes()
-        waiting, self._ready = list(self._ready), deque()
-        self._hand_back(waiting)
+        try:
+            self._claimer.close()
+            self._record_successes(deadline_seconds=self._grace_left())
+            waiting, self._ready = list(self._ready), deque()
+            self._hand_back(waiting)
+        except Exception:
+            logger.exception("shutdown bookkeeping failed worker_id=%s", self.worker_id)
         for child in self.children:
             if child.busy:
                 child.kill("shutdown")
@@ -182,7 +206,13 @@ class Worker(ChildPool, Upkeep):
         self.listener.close()
         if self._selector_now is not None:
             self._selector_now.close()
-        retry_on_database_error(self._unregister, what="unregister_worker", model=Task)
+        try:
+            self._retry(self._unregister, "unregister_worker", deadline_seconds=self._grace_left())
+        except DatabaseError as exc:
+            logger.warning(
+                "worker not marked stopped, database unreachable worker_id=%s error=%r",
+                self.worker_id, first_line(exc),
+            )  # fmt: skip
         logger.info("worker stopped worker_id=%s", self.worker_id)
 
     def stop(self, immediately=False):
@@ -213,6 +243,11 @@ class Worker(ChildPool, Upkeep):
             return None
         if reason == "timeout":
             return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+        if reason == "lease":
+            return WorkerCrashed(
+                "The task was stopped: its worker could not reach the database to renew its lease.",
+                detail=f"child process {child.pid} killed, lease not renewed",
+            )
         if reason == "memory":
             return MemoryLimitExceeded(
                 "The task used more memory than this worker allows.",
@@ -242,9 +277,10 @@ class Worker(ChildPool, Upkeep):
 
     def _next_due_at(self):
         """Monotonic time at which the earliest delayed task is due, so it starts on time."""
-        due_at = retry_on_database_error(
-            lambda: claiming.next_due_at(queues=self.queues), what="next_due", model=Task
-        )
+        try:
+            due_at = self._retry(lambda: claiming.next_due_at(queues=self.queues), "next_due")
+        except DatabaseError:
+            return None  # the poll interval decides; the heartbeat tells of the outage
         seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
         if due_at and self._claim_started_at and due_at > self._claim_started_at:
             return time.monotonic() + max(0.0, seconds)  # due after the last claim looked
@@ -257,6 +293,7 @@ class Worker(ChildPool, Upkeep):
     # Seconds a reported success may wait to be written with the next claim, and how many may.
     SUCCESS_DELAY = 0.05
     SUCCESS_BATCH = 1000
+    CLAIM_PAUSE = 1.0  # seconds between claims while the database does not answer
 
     def _wanted(self) -> int:
         """How many tasks to claim: a batch for each idle child, and some to keep at hand.
@@ -287,7 +324,7 @@ class Worker(ChildPool, Upkeep):
         Reported successes are recorded with it (see ``jobs.claiming.claim_and_record``). With
         nothing to claim, they are written once they have waited ``SUCCESS_DELAY`` or are many.
         """
-        if self._claimer.busy:
+        if self._claimer.busy or self._leases_may_lapse() or time.monotonic() < self._claim_after:
             return
         wanted = self._wanted() if self._may_claim else 0
         if wanted <= 0:
@@ -301,16 +338,25 @@ class Worker(ChildPool, Upkeep):
 
         successes, self._successes = self._successes, []
         self._news_at_claim, self._claim_started_at = self._news, timezone.now()
-        self._claimer.start(wanted, successes, on_fault=after_fault)
+        self._claimer.start(
+            wanted,
+            successes,
+            on_fault=after_fault,
+            # Stopping, nothing more is claimed: the successes it records are written apart.
+            abandon=lambda: self._stop_requested > 0 or self._give_up_bookkeeping(),
+        )
 
     def _collect_claim(self, *, wait=False) -> list | None:
         """Take in the tasks of a finished claim (None if no claim finished)."""
         recording = self._claimer.recording
         try:
             claimed = self._claimer.collect(wait=wait)
-        except Exception:
+        except DatabaseError as exc:
             self._successes = recording + self._successes  # not recorded: they stay to do
-            raise
+            self._claim_after = time.monotonic() + self.CLAIM_PAUSE
+            if not self._stop_requested:
+                logger.warning("claim failed, database unreachable error=%r", first_line(exc))
+            return None
         if claimed is not None:
             self._ready.extend(claimed)
             logger.debug(
@@ -323,7 +369,7 @@ class Worker(ChildPool, Upkeep):
                 self._may_claim = self._news != self._news_at_claim
         return claimed
 
-    def _record_successes(self):
+    def _record_successes(self, deadline_seconds=None):
         """Record the successes children reported since the last round, in one statement.
 
         Until it is written, such a task stays ``running`` under this worker's lease (renewed by
@@ -333,12 +379,18 @@ class Worker(ChildPool, Upkeep):
             return
         successes = self._successes
         try:
-            retry_on_database_error(
+            self._retry(
                 lambda: transitions.succeed_many(successes),
-                what=f"record {len(successes)} successes",
-                model=Task,
+                f"record {len(successes)} successes",
+                deadline_seconds=deadline_seconds,
             )
-        except Exception:
-            logger.exception("recording successes failed, will try again count=%d", len(successes))
+        except DatabaseError as exc:
+            # Kept: written at the next round, or, if the worker exits first, left ``running``
+            # under their lease and run again once it lapses (at least once).
+            ids = ",".join(str(success.task_id) for success in successes[:20])
+            logger.warning(
+                "successes not recorded yet, database unreachable count=%d ids=%s%s error=%r",
+                len(successes), ids, ",..." if len(successes) > 20 else "", first_line(exc),
+            )  # fmt: skip
             return
         self._successes = []

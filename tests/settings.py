@@ -45,10 +45,10 @@ for _name in (
 ):
     if f"JOBS_{_name}" in os.environ:
         globals()[f"JOBS_{_name}"] = float(os.environ[f"JOBS_{_name}"])
-JOBS_POLL_INTERVAL = 0.2
+JOBS_POLL_INTERVAL = float(os.environ.get("JOBS_POLL_INTERVAL", 0.2))
 JOBS_BACKOFF_BASE = 0.2
 JOBS_BACKOFF_MAX = 2.0
-JOBS_DATABASE_RETRY_SECONDS = 10.0
+JOBS_DATABASE_RETRY_SECONDS = float(os.environ.get("JOBS_DATABASE_RETRY_SECONDS", 10.0))
 
 LOGGING = {
     "version": 1,

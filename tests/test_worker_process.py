@@ -60,7 +60,7 @@ def test_worker_keeps_its_connection_between_tasks(runworker, postgres_only):
     [
         (["--concurrency", "0"], "must be at least 1"),
         (["--concurrency", "many"], "expected a whole number"),
-        (["--poll-interval", "-1"], "must be more than 0"),
+        (["--poll-interval", "-1"], "must be at least 0.01"),
         (["--queues", ","], "name at least one queue"),
     ],
 )

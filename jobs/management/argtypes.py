@@ -50,6 +50,8 @@ def number(kind=float, *, at_least=None, above=None, at_most=None, beyond=""):
 
 positive_int = number(int, at_least=1)
 positive_seconds = number(float, above=0, at_most=limits.MAX_SECONDS)
+# How often to look at the database: at least limits.MIN_INTERVAL_SECONDS, no busy loop.
+interval_seconds = number(float, at_least=limits.MIN_INTERVAL_SECONDS, at_most=limits.MAX_SECONDS)
 non_negative_seconds = number(float, at_least=0, at_most=limits.MAX_SECONDS)
 concurrency = number(
     int, at_least=1, at_most=limits.max_concurrency, beyond="JOBS_MAX_CONCURRENCY raises the limit"

@@ -147,3 +147,35 @@ def runs_a_subprocess_then_effect(key, seconds):
     subprocess.run(["sleep", str(seconds)], check=True)
     SideEffect.objects.create(key=key)
     return key
+
+
+@task(takes_context=True, max_attempts=3)
+def logs_its_runs(context, path, first_attempt_seconds):
+    """Log each run in ``path`` with whether an earlier run's process is still alive (it must
+    not be: a task never runs twice at the same time), then sleep on the first attempt only.
+    No database access: it runs through a database outage."""
+    earlier = []
+    if os.path.exists(path):
+        with open(path) as log:
+            earlier = [int(line.split()[1]) for line in log if line.startswith("start")]
+    alive = [pid for pid in earlier if _alive(pid)]
+    with open(path, "a") as log:
+        log.write(f"start {os.getpid()} attempt={context.attempt} alive={alive}\n")
+    if context.attempt == 1:
+        time.sleep(first_attempt_seconds)
+    with open(path, "a") as log:
+        log.write(f"end {os.getpid()}\n")
+    return context.attempt
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (dead, not yet reaped by its supervisor) counts as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -6,9 +6,9 @@ from django.core.management.base import BaseCommand
 from jobs import limits
 from jobs.management.argtypes import (
     concurrency,
+    interval_seconds,
     non_negative_seconds,
     number,
-    positive_seconds,
     queue_list,
 )
 from jobs.worker import Worker
@@ -45,7 +45,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--poll-interval",
-            type=positive_seconds,
+            type=interval_seconds,
             default=None,
             help="Seconds between looks for due tasks when idle (default: JOBS_POLL_INTERVAL).",
         )
