@@ -59,7 +59,7 @@ def postgres_only():
 class WorkerProcess:
     """A ``runworker`` running in the background, its output collected in a file."""
 
-    def __init__(self, args, env, log_path):
+    def __init__(self, args, env, log_path, *, start_new_session=False):
         self.log_path = log_path
         self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
@@ -68,6 +68,7 @@ class WorkerProcess:
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            start_new_session=start_new_session,
         )
 
     @property

@@ -3,13 +3,11 @@
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from jobs.models import Task
 from jobs.states import Status
-from tests.conftest import ROOT, WorkerProcess, wait_for
+from tests.conftest import WorkerProcess, wait_for
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
 
@@ -74,16 +72,7 @@ class GroupWorker(WorkerProcess):
     terminal, ``timeout`` or a container runtime, so that a test can signal the whole group."""
 
     def __init__(self, args, env, log_path):
-        self.log_path = log_path
-        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, "manage.py", "runworker", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        super().__init__(args, env, log_path, start_new_session=True)
 
     def signal_group(self, signum):
         os.killpg(self.process.pid, signum)
