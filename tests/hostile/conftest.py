@@ -48,7 +48,11 @@ class PrivatePostgres:
         self.url = f"postgres://jobs@127.0.0.1:{self.port}/jobs"
 
     def _run(self, *command):
-        done = subprocess.run([*self._as, *command], capture_output=True, text=True, timeout=60)
+        # In its own folder: the postgres user may not be allowed into the checkout (a clone
+        # under /root), and initdb gives up when it cannot read its working directory.
+        done = subprocess.run(
+            [*self._as, *command], cwd=self.folder, capture_output=True, text=True, timeout=60
+        )
         if done.returncode != 0:
             log = self.folder / "server.log"
             raise RuntimeError(
@@ -74,7 +78,7 @@ class PrivatePostgres:
 
     def is_running(self) -> bool:
         status = [*self._as, f"{self.bindir}/pg_ctl", "-D", str(self.data), "status"]
-        return subprocess.run(status, capture_output=True).returncode == 0
+        return subprocess.run(status, cwd=self.folder, capture_output=True).returncode == 0
 
     def stop(self):
         """Stop the server at once, ending every session: the database is down."""
