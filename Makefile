@@ -41,7 +41,7 @@ migrations-check: install
 	DJANGO_SETTINGS_MODULE=tests.settings $(PY) manage.py makemigrations --check --dry-run
 
 # The documentation site (docs/, Sphinx with MyST pages and autodoc) into docs/_build/html; any
-# warning fails the build. Its Python examples are run by tests/test_docs_examples.py.
+# warning fails the build. Its Python examples are run by tests/process/test_docs_examples.py.
 docs: install
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/database_floor.py --database postgres://root@127.0.0.1:5432/jobs_perf_bench
 
 Queues ``--tasks`` no-op tasks, then ``--processes`` plain processes each loop over
-``jobs.claiming.claim_and_record``: claim ``--batch`` tasks and, in the same statement, record the
+``jobs.worker.claiming.claim_and_record``: claim ``--batch`` tasks and, in the same statement,
+record the
 previous batch as succeeded, exactly as a worker's supervisor does, until nothing is left. No
 child runs a task, nothing is logged. The rate is what the worker could reach if its Python cost
 nothing: the ceiling on this machine for this schema. Medians and spread over ``--runs``.
@@ -24,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 def drain(number: int, batch: int) -> int:
     from django.utils import timezone
 
-    from jobs import claiming, transitions
+    from jobs import transitions
+    from jobs.worker import claiming
 
     worker_id = f"floor-{os.getpid()}-{number}"
     successes, done = [], 0

@@ -32,8 +32,8 @@ def main():
 
     setup_django(os.environ["DATABASE_URL"])
     from benchmarks import tasks
-    from jobs import child
-    from jobs.worker import Worker
+    from jobs.worker import child
+    from jobs.worker.lifecycle import Worker
 
     out = ROOT / "var"
     for old in glob.glob(str(out / "profile-child-*.prof")):

@@ -25,9 +25,9 @@ from benchmarks.workers import setup_django  # noqa: E402
 
 
 def run(steps: int, every: int):
-    from jobs.context import TaskContext
+    from jobs.execution.context import TaskContext
     from jobs.models import Task, TaskStep
-    from jobs.registry import enqueue
+    from jobs.tasks.registry import enqueue
 
     Task.objects.all().delete()
     task = enqueue("benchmarks.tasks.noop")

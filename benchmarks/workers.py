@@ -236,7 +236,8 @@ def table(rows: int, runs: int) -> dict:
     from django.test import Client
 
     from benchmarks.tasks import noop
-    from jobs import claiming, metrics
+    from jobs import metrics
+    from jobs.worker import claiming
 
     empty()
     fill_finished(rows)

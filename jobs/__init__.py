@@ -2,18 +2,18 @@
 
 The public API, importable from ``jobs`` once Django is set up::
 
-    from jobs import task, enqueue, PermanentError, TransientError
+    from jobs import PermanentError, TransientError, enqueue, task
 """
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "task": "jobs.registry",
-    "enqueue": "jobs.registry",
-    "enqueue_many": "jobs.registry",
-    "get_task": "jobs.registry",
-    "Backoff": "jobs.retry",
-    "TaskContext": "jobs.context",
+    "task": "jobs.tasks.registry",
+    "enqueue": "jobs.tasks.registry",
+    "enqueue_many": "jobs.tasks.registry",
+    "get_task": "jobs.tasks.registry",
+    "Backoff": "jobs.tasks.retry",
+    "TaskContext": "jobs.execution.context",
     "Status": "jobs.states",
     "JobsError": "jobs.exceptions",
     "PermanentError": "jobs.exceptions",

@@ -16,13 +16,13 @@ from django.utils.module_loading import import_string
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
-from jobs.payload import encode_payload
 from jobs.states import Status
+from jobs.tasks.payload import encode_payload
 
 if TYPE_CHECKING:
     from jobs.models import Task
 
-# jobs.models and what imports it (jobs.registry) are imported where used, not here: Django's
+# jobs.models and what imports it (jobs.tasks.registry) are imported where used, not here: Django's
 # check of the task backends imports this module even when "jobs" is not installed, and the
 # import of a model outside an installed app would raise instead of check() reporting it.
 
@@ -82,7 +82,7 @@ class DatabaseBackend(BaseTaskBackend):
             )
 
     def enqueue(self, task, args, kwargs):
-        from jobs.registry import create_task
+        from jobs.tasks.registry import create_task
 
         self.validate_task(task)
         payload, payload_text = encode_payload(args, kwargs)
@@ -159,8 +159,8 @@ def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
 
 def runnable_for(row: "Task"):
     """Return how the executor runs a task enqueued through Django Tasks."""
-    from jobs.executor import Runnable
-    from jobs.registry import default_backoff
+    from jobs.execution.executor import Runnable
+    from jobs.tasks.registry import default_backoff
 
     task = load_task(row)
     try:

@@ -7,7 +7,7 @@ from django.core import checks
 from django.db import connections
 
 from jobs.conf import DEFAULTS, jobs_settings
-from jobs.payload import queue_name_problem
+from jobs.tasks.payload import queue_name_problem
 
 REQUIRED_APPS = ("django.contrib.auth", "django.contrib.contenttypes")
 
@@ -162,7 +162,7 @@ def check_numeric_limits(app_configs, **kwargs):
 
 def _check_counts():
     from jobs import limits
-    from jobs.registry import INT_RANGES
+    from jobs.tasks.registry import INT_RANGES
 
     errors = []
     whole = {
@@ -206,7 +206,7 @@ def _check_counts():
 
 def _check_enqueue_defaults():
     """The default priority goes into every task's row: it must fit the column everywhere."""
-    from jobs.registry import INT_RANGES
+    from jobs.tasks.registry import INT_RANGES
 
     low, high = INT_RANGES["priority"]
     value = jobs_settings.DEFAULT_PRIORITY

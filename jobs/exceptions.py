@@ -15,10 +15,11 @@ class TaskError(JobsError):
     transient: bool | None = None
 
     def __init__(self, user_message: str, *, detail: str = ""):
-        from jobs.payload import clean_text  # jobs.payload imports this module
+        from jobs.tasks.payload import clean_text  # jobs.tasks.payload imports this module
 
         # Shown to the person and stored: a NUL would make PostgreSQL refuse the whole record,
-        # so both messages are mended (jobs.payload.clean_text) rather than the task's outcome lost.
+        # so both messages are mended (jobs.tasks.payload.clean_text) rather than the task's
+        # outcome lost.
         self.user_message = clean_text(user_message)
         super().__init__(clean_text(detail) if detail else self.user_message)
 
@@ -66,3 +67,11 @@ class ReportRefused(JobsError):
     unless it declared this class transient). Connection faults are not this: they stay
     ``OperationalError``, transient.
     """
+
+
+class WorkerCrashed(TransientError):
+    """The child process running the task exited before recording an outcome."""
+
+
+class MemoryLimitExceeded(TransientError):
+    """The child process running the task grew past the worker's memory limit."""

@@ -2,7 +2,7 @@
 
 ``KeyValueFormatter`` turns ``logger.info("task finished name=%s id=%s", name, pk)`` into::
 
-    ts=2026-11-29T18:40:00.123Z level=info logger=jobs.executor msg="task finished" name=… id=…
+    ts=2026-11-29T18:40:00.123Z level=info logger=jobs.execution.executor msg="task finished" …
 
 The words before the first ``key=`` become ``msg``; the pairs follow, then any ``extra=``
 fields, then ``exc`` with the traceback. A value that holds a space, a quote or an ``=`` is

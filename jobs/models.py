@@ -268,7 +268,8 @@ class QueuePause(models.Model):
 class Schedule(models.Model):
     """The state of one periodic schedule: what workers last enqueued for it, and when next.
 
-    Schedules are declared in settings (``JOBS_SCHEDULES``) or code (``jobs.periodic``); workers
+    Schedules are declared in settings (``JOBS_SCHEDULES``) or code
+    (``jobs.maintenance.periodic``); workers
     mirror each declaration here so the admin can show it. The row holds no lock: one enqueue
     per due time comes from the task table's unique idempotency key.
     """
@@ -333,7 +334,7 @@ class EventCounter(models.Model):
 
 
 class Effect(models.Model):
-    """The mark of a side effect that was done, by business key (see ``jobs.effects``)."""
+    """The mark of a side effect that was done, by business key (see ``jobs.execution.effects``)."""
 
     key = models.CharField(max_length=255, unique=True)
     result = models.JSONField(null=True, blank=True)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import ops_views
+from jobs.web import ops_views
 
 app_name = "jobs_ops"
 

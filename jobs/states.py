@@ -1,6 +1,6 @@
 """The task state machine: statuses, and which transition may start from which status.
 
-This table is the whole truth about lifecycles; ``jobs.transitions`` and ``jobs.claiming``
+This table is the whole truth about lifecycles; ``jobs.transitions`` and ``jobs.worker.claiming``
 apply it as conditional updates and never write a status that is not listed here.
 """
 

@@ -1,4 +1,4 @@
-"""The only writer of ``Task.status`` (the claim itself is in ``jobs.claiming``).
+"""The only writer of ``Task.status`` (the claim itself is in ``jobs.worker.claiming``).
 
 Each transition is one conditional UPDATE from the source statuses that ``jobs.states`` allows,
 and reports whether it applied: a change asked from the wrong status is refused, logged, and
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from jobs import signals, states
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
-from jobs.error_records import ErrorRecord, unstorable_error
+from jobs.execution.error_records import ErrorRecord, unstorable_error
 from jobs.models import Task
 from jobs.states import Status
 
@@ -142,8 +142,8 @@ def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
 def succeed_many_statements(successes: list[Success], *, now=None) -> list:
     """``(sql, params)`` of the UPDATEs that record ``successes``, each ``RETURNING`` the ids.
 
-    One statement on PostgreSQL, which a worker's claim runs inside its own (jobs.claiming), so
-    that recording and claiming cost one round trip and one commit; call ``succeeded`` with the
+    One statement on PostgreSQL, which a worker's claim runs inside its own (jobs.worker.claiming),
+    so that recording and claiming cost one round trip and one commit; call ``succeeded`` with the
     ids it returned.
     """
     rows = [

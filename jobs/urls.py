@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import views
+from jobs.web import views
 
 app_name = "jobs"
 

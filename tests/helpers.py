@@ -1,9 +1,12 @@
 """Helpers shared by test modules."""
 
+from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from jobs import claiming, executor
-from jobs.wire import Claimed, encode_task
+from jobs.execution import executor
+from jobs.worker import claiming
+from jobs.worker.wire import Claimed, encode_task
+from tests.factories import UserFactory
 
 
 def run_next():
@@ -24,3 +27,12 @@ def claim_for_dispatch(worker_id, limit, **options) -> list:
     """Claim as a worker's supervisor does, recording nothing."""
     claimed, _ = claiming.claim_and_record(worker_id, limit, [], **options)
     return claimed
+
+
+def staff(*codenames, username="staff"):
+    """A staff user holding only the named permissions of the jobs app."""
+    user = UserFactory(username=username, is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="jobs", codename__in=codenames)
+    )
+    return user

@@ -11,7 +11,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from demo_project.demo.models import Notification
-from jobs.views import status_text
+from jobs.web.views import status_text
 
 # The demo's long tasks, and what a person calls them.
 LONG_TASKS = {

@@ -168,7 +168,7 @@ def send_invites(context, organisation_id: int, emails: list, invited_by_id: int
 
 
 def _invite(organisation, email, invited_by_id):
-    # Recorded with the effect marker in one transaction (see jobs.effects.once).
+    # Recorded with the effect marker in one transaction (see jobs.execution.effects.once).
     Invitation.objects.create(organisation=organisation, email=email, invited_by_id=invited_by_id)
     send_mail(
         subject=f"You are invited to {organisation.name}",

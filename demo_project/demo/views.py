@@ -10,7 +10,7 @@ from demo_project.demo import tasks
 from demo_project.demo.forms import InviteForm, PrimeForm, ReportForm, UploadForm
 from demo_project.demo.models import Contact, Invitation, Report, Upload, organisation_for
 from jobs.models import Task
-from jobs.views import visible_task
+from jobs.web.views import visible_task
 
 
 @login_required

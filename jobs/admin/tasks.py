@@ -12,8 +12,8 @@ from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
 
-from jobs import dashboard, states
-from jobs.admin import actions, display, select_all
+from jobs import states
+from jobs.admin import actions, dashboard, display, select_all
 from jobs.admin.filters import NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator

@@ -8,7 +8,7 @@ import argparse
 import math
 
 from jobs import limits
-from jobs.payload import queue_name_problem
+from jobs.tasks.payload import queue_name_problem
 
 
 def shown(text: str, most: int = 40) -> str:
@@ -59,7 +59,7 @@ concurrency = number(
 
 
 def queue_name(text: str) -> str:
-    """A queue name (``jobs.payload.queue_name_problem``: the rule enqueue applies), as is."""
+    """A queue name (``jobs.tasks.payload.queue_name_problem``: the rule enqueue applies), as is."""
     problem = queue_name_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(f"the queue name {shown(text)} {problem}")

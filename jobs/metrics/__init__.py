@@ -33,8 +33,8 @@ from django.db.models import Count, F, Max, Min, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMinute
 
-from jobs import pausing
 from jobs.conf import jobs_settings
+from jobs.maintenance import pausing
 
 # Re-exported: every metric is reachable as jobs.metrics.<name>.
 from jobs.metrics.durations import duration_histograms as duration_histograms

@@ -7,7 +7,7 @@
 
 from django import template
 
-from jobs.views import describe
+from jobs.web.views import describe
 
 register = template.Library()
 

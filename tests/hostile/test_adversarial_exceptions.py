@@ -5,8 +5,8 @@ worker and the other tasks it runs carry on as if nothing happened."""
 import pytest
 
 from jobs.models import Task
-from jobs.retry import GENERIC_FAILURE_MESSAGE
 from jobs.states import Status
+from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE
 from tests.factories import TaskFactory
 from tests.hostile.adversarial import assert_succeeded_once, enqueue_bystanders
 from tests.testapp import hostile_tasks
@@ -147,7 +147,7 @@ def test_a_task_that_exits_is_a_crash_of_its_attempt(runworker, code):
     # attempts remain (one here).
     assert (hostile.status, hostile.attempts) == (Status.FAILED, 1)
     [detail] = hostile.error_details
-    assert detail["exception"] == "jobs.worker.WorkerCrashed"
+    assert detail["exception"] == "jobs.exceptions.WorkerCrashed"
     assert detail["transient"] is True
     assert f"exited with code {code}" in detail["message"]
     assert "reason=crash" in done.stderr

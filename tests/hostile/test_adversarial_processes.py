@@ -107,7 +107,7 @@ def test_a_memory_hog_is_stopped_and_the_worker_keeps_serving(runworker):
     run_burst(runworker, "--max-memory-per-child", "200")
     task.refresh_from_db()
     assert (task.status, task.attempts) == (Status.FAILED, 1)
-    assert task.error_details[-1]["exception"] == "jobs.worker.MemoryLimitExceeded"
+    assert task.error_details[-1]["exception"] == "jobs.exceptions.MemoryLimitExceeded"
     assert_succeeded_once(bystanders)
     assert not Task.objects.running().exists()
     assert not SideEffect.objects.exclude(key__startswith="after-hog").exists()

@@ -16,7 +16,7 @@ from jobs.admin.paginator import EXACT_COUNT_LIMIT
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import TaskFactory
-from tests.test_admin import staff
+from tests.helpers import staff
 
 CHANGELIST = reverse("admin:jobs_task_changelist")
 

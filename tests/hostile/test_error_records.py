@@ -5,8 +5,8 @@ import json
 import pytest
 from django.utils import timezone
 
-from jobs import registry
-from jobs.error_records import (
+from jobs.exceptions import PermanentError
+from jobs.execution.error_records import (
     MAX_MESSAGE,
     MAX_TRACEBACK,
     MAX_USER_MESSAGE,
@@ -14,10 +14,10 @@ from jobs.error_records import (
     bounded,
     storable_text,
 )
-from jobs.exceptions import PermanentError
 from jobs.models import Task
-from jobs.registry import task
 from jobs.states import Status
+from jobs.tasks import registry
+from jobs.tasks.registry import task
 from tests.helpers import run_next
 
 

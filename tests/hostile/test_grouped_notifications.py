@@ -9,7 +9,7 @@ from demo_project.demo.models import Notification
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import MemberFactory, TaskFactory
-from tests.test_admin import staff
+from tests.helpers import staff
 
 REPORT = "demo_project.demo.tasks.build_report"
 

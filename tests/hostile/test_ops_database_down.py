@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from tests.factories import UserFactory
-from tests.test_admin import staff
+from tests.helpers import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

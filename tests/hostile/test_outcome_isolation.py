@@ -11,9 +11,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs import claiming, transitions
+from jobs import transitions
 from jobs.models import Task
 from jobs.states import Status
+from jobs.worker import claiming
 from tests.conftest import wait_for
 from tests.factories import TaskFactory
 from tests.testapp import tasks
@@ -171,7 +172,7 @@ def test_claim_and_record_with_nothing_to_claim_isolates_too(refuse_success):
     "settings_module",
     [
         SETTINGS,
-        # With the demo's receiver, each child records its own successes (jobs.executor).
+        # With the demo's receiver, each child records its own successes (jobs.execution.executor).
         "tests.settings",
     ],
     ids=["recorded-by-the-supervisor", "recorded-by-the-child"],
@@ -209,8 +210,8 @@ def test_worker_records_batch_mates_once_and_stays_up(
 
 @pytest.mark.django_db
 def test_a_success_recorded_by_the_child_fails_alone_when_refused(refuse_success):
-    """The child records a success itself when a receiver waits for it (jobs.executor.record)."""
-    from jobs import executor
+    """The child records a success itself when a receiver waits for it (executor.record)."""
+    from jobs.execution import executor
 
     bad, good = running_tasks(2)
     refuse_success([bad.pk])

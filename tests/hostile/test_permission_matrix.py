@@ -13,7 +13,7 @@ from django.test import Client
 from jobs.models import QueuePause, Schedule, Task
 from jobs.states import Status
 from tests.factories import ScheduleFactory, TaskFactory, UserFactory, WorkerFactory
-from tests.test_admin import staff
+from tests.helpers import staff
 
 pytestmark = pytest.mark.django_db
 

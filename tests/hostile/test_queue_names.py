@@ -9,11 +9,11 @@ from django.core.management import CommandError, load_command_class
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobs import registry
 from jobs.checks import check_default_queue
 from jobs.exceptions import PayloadError
 from jobs.models import QueuePause, Task
-from jobs.payload import MAX_QUEUE_LENGTH
+from jobs.tasks import registry
+from jobs.tasks.payload import MAX_QUEUE_LENGTH
 from tests.hostile.values import hostile_text
 
 ADD = "tests.testapp.tasks.add"

@@ -8,7 +8,7 @@ from django.test import RequestFactory
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.views import describe, safe_link
+from jobs.web.views import describe, safe_link
 from tests.factories import TaskFactory, UserFactory
 
 HOSTILE = [

@@ -15,7 +15,7 @@ from jobs.admin import paginator, select_all
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import TaskFactory
-from tests.test_admin import staff
+from tests.helpers import staff
 
 pytestmark = pytest.mark.django_db
 

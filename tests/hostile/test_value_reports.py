@@ -11,13 +11,14 @@ from django.utils import timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobs import executor, transitions
-from jobs.context import TaskContext
+from jobs import transitions
 from jobs.exceptions import PayloadError, PermanentError
+from jobs.execution import executor
+from jobs.execution.context import TaskContext
 from jobs.models import Task, TaskStep
-from jobs.payload import clean_text
-from jobs.retry import Backoff
 from jobs.states import Status
+from jobs.tasks.payload import clean_text
+from jobs.tasks.retry import Backoff
 from tests.factories import TaskFactory
 from tests.hostile.values import hostile_floats, hostile_ints, hostile_text, json_values, same
 

@@ -13,12 +13,12 @@ from django.db import transaction
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from jobs import registry
 from jobs.exceptions import PayloadError
 from jobs.management.commands.runworker import queue_list
 from jobs.models import Task
-from jobs.payload import MAX_DELAY_SECONDS, clean_text
-from jobs.wire import task_from_values
+from jobs.tasks import registry
+from jobs.tasks.payload import MAX_DELAY_SECONDS, clean_text
+from jobs.worker.wire import task_from_values
 from tests.helpers import claim_for_dispatch
 from tests.hostile.values import hostile_floats, hostile_ints, hostile_text, json_values, same
 

@@ -1,6 +1,6 @@
 """The least a project needs for jobs: auth and contenttypes, no admin, sessions or messages.
 
-Started in subprocesses by tests/test_install_anywhere.py, with DATABASE_URL set by the test.
+Started in subprocesses by tests/process/test_install_anywhere.py, which sets DATABASE_URL.
 """
 
 import environ

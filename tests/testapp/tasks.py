@@ -134,8 +134,8 @@ def write_and_pause(key):
 
 @task(max_attempts=10)
 def effect_once(key):
-    """Write one effect per key, however often the task runs (jobs.effects.once)."""
-    from jobs.effects import once
+    """Write one effect per key, however often the task runs (jobs.execution.effects.once)."""
+    from jobs.execution.effects import once
 
     time.sleep(0.1)
     once(f"effect:{key}", lambda: SideEffect.objects.create(key=key).pk)

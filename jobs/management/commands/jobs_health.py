@@ -12,8 +12,9 @@ import sys
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError
 
-from jobs import health, limits
+from jobs import limits
 from jobs.management.argtypes import non_negative_seconds, number, queue_name
+from jobs.web import health
 
 OK, UNHEALTHY, UNKNOWN = 0, 1, 2
 

@@ -6,7 +6,8 @@ from datetime import timedelta
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import limits, pruning
+from jobs import limits
+from jobs.maintenance import pruning
 from jobs.management.argtypes import number, shown
 
 batch_size = number(int, at_least=1, at_most=limits.MAX_BATCH_SIZE)

@@ -11,7 +11,7 @@ from jobs.management.argtypes import (
     number,
     queue_list,
 )
-from jobs.worker import Worker
+from jobs.worker.lifecycle import Worker
 
 tasks_per_child = number(int, at_least=1, at_most=limits.MAX_TASKS_PER_CHILD)
 memory_per_child = number(int, at_least=1, at_most=limits.MAX_MEMORY_PER_CHILD_MIB)

@@ -1,0 +1,340 @@
+"""Running one claimed task: resolve it, call it, normalise the outcome, record it.
+
+The worker decides *when* a task runs; this module decides *how one task runs*; the
+transitions module decides *what is recorded*.
+"""
+
+import importlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import DatabaseError, router
+from django.utils import timezone
+
+from jobs import signals, transitions
+from jobs.db import (
+    forget_queries,
+    is_connection_fault,
+    retry_on_database_error,
+    savepoint_in_transaction,
+)
+from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
+from jobs.execution.context import TaskContext
+from jobs.execution.error_records import ErrorRecord, unrecordable_error, unstorable_error
+from jobs.models import Task
+from jobs.tasks.payload import validate_json
+from jobs.tasks.registry import get_task
+from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, Backoff, is_transient, user_message
+
+logger = logging.getLogger(__name__)
+
+SUCCEEDED, RETRYING, FAILED, CANCELLED = "succeeded", "retrying", "failed", "cancelled"
+
+
+@dataclass
+class Runnable:
+    """A task resolved from its record, whichever way it was defined."""
+
+    call: object  # callable(task) -> result
+    backoff: Backoff
+    transient: tuple = ()
+    timeout: float | None = None
+    # Called when the attempt starts, and after its outcome is recorded (Django Tasks signals).
+    on_start: object = None
+    on_finish: object = None
+
+
+@dataclass
+class Outcome:
+    kind: str
+    result: object = None
+    error: ErrorRecord | None = None
+    retry_in: float = 0.0
+    duration: float = 0.0
+    deferred: bool = False  # a success left for the caller to record
+    # Why the process that ran the task should run no other (it raised SystemExit, say).
+    unsettled: str = ""
+
+
+def resolve(task: Task) -> Runnable:
+    """Find the code of ``task``; raise UnknownTaskError when this worker does not have it."""
+    if task.backend:
+        from jobs.backends import runnable_for  # django.tasks is only imported when used
+
+        return runnable_for(task)
+    definition = get_task(task.name)
+    cached = _runnables.get(task.name)
+    if cached is None or cached[0] is not definition:  # first use, or the task was redefined
+        cached = _runnables[task.name] = (definition, _runnable_of(definition))
+    return cached[1]
+
+
+_runnables = {}  # name -> (TaskDefinition, Runnable): a worker resolves every task it runs
+
+
+def _runnable_of(definition) -> Runnable:
+    def call(task):
+        args, kwargs = task.args, task.kwargs
+        if definition.takes_context:
+            return definition.func(TaskContext(task), *args, **kwargs)
+        return definition.func(*args, **kwargs)
+
+    return Runnable(
+        call=call,
+        backoff=definition.backoff,
+        transient=definition.transient,
+        timeout=definition.timeout,
+    )
+
+
+def timeout_for(name: str, backend: str = "") -> float | None:
+    """The timeout of the task registered as ``name`` (None: the worker's default applies)."""
+    if backend:
+        return None  # Django Tasks have no timeout of their own
+    return get_task(name).timeout
+
+
+def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
+    """Run the claimed ``task`` here and return what happened; never raises for the task.
+
+    Whatever the task raises is its outcome, ``BaseException`` included: a ``SystemExit`` or
+    ``KeyboardInterrupt`` from a task ends that task (classified like any exception: failed
+    unless the task declared it transient), not the process running it, which is then marked
+    ``unsettled`` (its caller may prefer a fresh process for the next task).
+    """
+    started = time.monotonic()
+    process = os.getpid()
+    try:
+        runnable = runnable or resolve(task)
+        if runnable.on_start:
+            runnable.on_start(task)
+        result = runnable.call(task)
+        validate_json(result, "the task's return value")
+        outcome = Outcome(SUCCEEDED, result=result)
+    except TaskCancelled:
+        outcome = Outcome(CANCELLED)
+    except BaseException as exc:  # the task's outcome, whatever it raised
+        outcome = outcome_for_exception(task, exc, runnable)
+        if not isinstance(exc, Exception):
+            outcome.unsettled = f"the task raised {outcome.error.exception}"
+    if os.getpid() != process:
+        _leave_forked_process(task, outcome)
+    outcome.duration = time.monotonic() - started
+    return outcome
+
+
+def _leave_forked_process(task: Task, outcome: Outcome):
+    """End a process the task forked that came back here (``os.fork()`` returns twice).
+
+    Only the process that claimed the task may record its outcome or talk to the supervisor;
+    a copy that returns from the task or raises exits now, its outcome ignored.
+    """
+    logger.warning(
+        "forked process returned from task, exiting name=%s id=%s pid=%s outcome=%s",
+        task.name, task.pk, os.getpid(), outcome.kind,
+    )  # fmt: skip
+    os._exit(0 if outcome.kind == SUCCEEDED else 1)
+
+
+def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | None) -> Outcome:
+    """Classify ``exc``: retry later if it is transient and attempts remain, else fail.
+
+    Never raises: if the task's own policy (a ``transient`` check, a backoff) fails on ``exc``,
+    the attempt fails, with ``exc`` recorded.
+    """
+    if isinstance(exc, UnknownTaskError | PayloadError):
+        # Not the task's fault and not curable by waiting: say what is wrong, plainly.
+        exc = PermanentError(str(exc), detail=str(exc))
+    try:
+        transient = runnable is not None and is_transient(exc, runnable.transient)
+        will_retry = transient and task.attempts < task.max_attempts
+        message = user_message(exc, will_retry)
+        retry_in = runnable.backoff.delay(task.attempts) if will_retry else 0.0
+    except Exception:
+        logger.exception("classifying the task's exception failed id=%s", task.pk)
+        transient = will_retry = False
+        message, retry_in = GENERIC_FAILURE_MESSAGE, 0.0
+    error = ErrorRecord.from_exception(exc, message, transient)
+    if not will_retry:
+        return Outcome(FAILED, error=error)
+    return Outcome(RETRYING, error=error, retry_in=retry_in)
+
+
+def record(task: Task, outcome: Outcome) -> bool:
+    """Write ``outcome`` through the transitions, retrying the write through database faults.
+
+    Never raises for a row the database refuses (a trigger, a value it cannot hold): that
+    attempt is recorded ``failed`` with a plain error saying so instead (``_refused``).
+    """
+
+    def write():
+        now = timezone.now()
+        if outcome.kind == SUCCEEDED:
+            return _succeed(task, outcome, now)
+        try:
+            with savepoint_in_transaction(router.db_for_write(Task)):
+                return _write(task, outcome, now)
+        except DatabaseError as exc:
+            if is_connection_fault(exc):
+                raise  # retry_on_database_error tries again
+            return _refused(task, outcome, exc, now)
+
+    return retry_on_database_error(
+        write, what=f"record_{outcome.kind} task_id={task.pk}", model=Task
+    )
+
+
+def _write(task: Task, outcome: Outcome, now) -> bool:
+    if outcome.kind == CANCELLED:
+        return transitions.cancel_running(task, now=now)
+    if outcome.kind == RETRYING:
+        run_after = now + timedelta(seconds=outcome.retry_in)
+        return transitions.retry_later(task, outcome.error, run_after, now=now)
+    return transitions.fail(task, outcome.error, now=now)
+
+
+_REFUSED_WHAT = {FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation"}
+
+
+def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
+    """The database refused to record ``outcome``: fail the task with a plain error instead.
+
+    The plain error names the exception's class and the database's reason; if that is refused
+    too, it is tried without the reason (which may quote the refused value); if that is refused
+    as well, the task is left ``running`` for its lease to expire, and the worker carries on.
+    """
+    what = _REFUSED_WHAT.get(outcome.kind, outcome.kind)
+    if outcome.error:
+        raised = outcome.error.exception
+    else:  # a cancellation: the task stopped at a checkpoint
+        raised = f"{TaskCancelled.__module__}.{TaskCancelled.__qualname__}"
+    logger.error(
+        "database refused to record an outcome id=%s outcome=%s error=%r",
+        task.pk, outcome.kind, unrecordable_error(what, raised, refusal).message,
+    )  # fmt: skip
+    outcome.kind, outcome.result = FAILED, None
+    for reason in (refusal, None):
+        outcome.error = unrecordable_error(what, raised, reason)
+        try:
+            with savepoint_in_transaction(router.db_for_write(Task)):
+                return transitions.fail(task, outcome.error, now=now)
+        except DatabaseError as exc:
+            if is_connection_fault(exc):
+                raise
+            refusal = exc
+    logger.error(
+        "database refused the plain failure too, the lease will expire id=%s error=%r",
+        task.pk, unrecordable_error(what, raised, refusal).message,
+    )  # fmt: skip
+    return False
+
+
+def _succeed(task: Task, outcome: Outcome, now) -> bool:
+    """Record a success; if the database refuses its result, fail the task and say why."""
+    using = router.db_for_write(Task)
+    try:
+        with savepoint_in_transaction(using):
+            return transitions.succeed(task, outcome.result, now=now)
+    except DatabaseError as exc:
+        if is_connection_fault(exc):
+            raise  # retry_on_database_error tries again
+        outcome.kind, outcome.result = FAILED, None
+        outcome.error = unstorable_error(exc)
+        try:
+            with savepoint_in_transaction(using):
+                return transitions.fail(task, outcome.error, now=now)
+        except DatabaseError as again:
+            if is_connection_fault(again):
+                raise
+            return _refused(task, outcome, again, now)
+
+
+def _nothing_after_success(runnable: Runnable | None) -> bool:
+    """Whether a success may be recorded elsewhere: no hook or signal receiver waits for it here.
+
+    Receivers of ``task_succeeded``/``task_finished`` and Django Tasks' hook run where the
+    outcome is recorded; they stay in the child, under the task's timeout, rather than in the
+    supervisor, where a slow or hanging receiver would hold up every task of the worker.
+    """
+    if runnable is not None and runnable.on_finish:
+        return False
+    return not signals.has_listeners(SUCCEEDED)
+
+
+def run(task: Task, *, defer_success: bool = False) -> Outcome:
+    """Execute and record one claimed task, with a log line at its start and its finish.
+
+    With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
+    caller records it (the worker's supervisor does, many in one statement). Failures, retries,
+    cancellations, and successes that a hook or signal receiver waits for, are recorded here.
+    """
+    # DEBUG: the finish line says all this again, with the outcome; one line per task is what
+    # a busy worker can afford to write.
+    logger.debug(
+        "task started name=%s id=%s attempt=%d/%d queue=%s",
+        task.name,
+        task.pk,
+        task.attempts,
+        task.max_attempts,
+        task.queue,
+    )
+    forget_queries()  # a task is a worker's request
+    signals.send_on_commit(signals.task_started, task)
+    try:
+        runnable = resolve(task)
+    except BaseException as exc:  # its module failed to import, say
+        runnable, outcome = None, outcome_for_exception(task, _import_failure(task, exc), None)
+        if not isinstance(exc, Exception):
+            outcome.unsettled = f"importing the task raised {outcome.error.exception}"
+    else:
+        outcome = execute(task, runnable)
+    if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
+        outcome.deferred = recorded = True
+    else:
+        recorded = record(task, outcome)
+    if outcome.error and outcome.kind == FAILED:
+        level = logging.ERROR
+    elif outcome.error:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
+    logger.log(
+        level,
+        "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s%s%s",
+        task.name,
+        task.pk,
+        task.attempts,
+        task.max_attempts,
+        outcome.duration,
+        outcome.kind,
+        f" error={outcome.error.exception}" if outcome.error else "",
+        "" if recorded else " recorded=false",
+    )
+    if recorded and runnable and runnable.on_finish:
+        try:
+            runnable.on_finish(task)
+        except Exception:  # a receiver's bug; the outcome is recorded already
+            logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
+    return outcome
+
+
+def _import_failure(task: Task, exc: BaseException) -> BaseException:
+    """What to record when the code of ``task`` could not be found: the error raised while
+    importing its module, if that is why (the registry reports any ImportError there as an
+    unknown name, and the real cause, a missing dependency say, would be lost)."""
+    module = task.name.rpartition(".")[0]
+    if not isinstance(exc, UnknownTaskError) or not module or task.backend:
+        return exc
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as missing:
+        # The module itself (or a package above it) does not exist: the name is unknown here.
+        if missing.name and (module == missing.name or module.startswith(missing.name + ".")):
+            return exc
+        return missing
+    except BaseException as failure:  # whatever the module raised
+        return failure
+    return exc

@@ -1,0 +1,49 @@
+"""Housekeeping that every worker runs now and then, and that can be called directly.
+
+Each duty is safe to run from many workers at once: rescue is set-based and guarded by
+conditions in its own UPDATE; periodic enqueues carry an idempotency key the database keeps
+unique; automatic pruning runs under a lease that one worker at a time can hold.
+"""
+
+import logging
+
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+
+from jobs import transitions
+from jobs.maintenance import periodic, pruning
+
+logger = logging.getLogger(__name__)
+
+
+def run(*, now=None, worker_id=None) -> dict:
+    """Run every maintenance duty once; return what each did, by name.
+
+    ``worker_id`` names the holder of the pruning lease in the database (a random one if None).
+    """
+    now = now or timezone.now()
+    done = {"rescued": transitions.rescue_expired(now=now)}
+    done["scheduled"] = _isolated("periodic", lambda: len(periodic.run_due(now=now)))
+    done["pruned"] = _isolated("prune", lambda: pruning.auto_prune(worker_id, now=now))
+    if any(done.values()):
+        logger.info(
+            "maintenance done rescued=%d scheduled=%d pruned=%d",
+            done["rescued"],
+            done["scheduled"],
+            done["pruned"],
+        )
+    return done
+
+
+def _isolated(duty, call) -> int:
+    """Run one duty so that its bug (a bad schedule, say) does not stop the others.
+
+    Database faults still propagate: the worker reconnects and runs the round again.
+    """
+    try:
+        return call()
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:
+        logger.exception("maintenance duty failed duty=%s", duty)
+        return 0

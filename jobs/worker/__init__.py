@@ -1,0 +1,1 @@
+"""The worker process: its lifecycle and the parts it holds (children, claims, leases, upkeep)."""

@@ -1,0 +1,118 @@
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs.models import Task
+from jobs.states import Status
+from jobs.worker import claiming
+from tests.factories import TaskFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def claim(limit=10, **kwargs):
+    return claiming.claim("w1", limit, lease_seconds=30, **kwargs)
+
+
+def test_claim_takes_highest_priority_then_longest_due():
+    now = timezone.now()
+    low_old = TaskFactory(priority=0, run_after=now - timedelta(minutes=5))
+    high = TaskFactory(priority=10, run_after=now - timedelta(minutes=1))
+    low_new = TaskFactory(priority=0, run_after=now - timedelta(minutes=2))
+    assert [t.pk for t in claim(limit=3)] == [high.pk, low_old.pk, low_new.pk]
+
+
+def test_claim_marks_running_and_stamps_worker_attempt_and_lease():
+    TaskFactory()
+    before = timezone.now()
+    (task,) = claim()
+    assert task.status == Status.RUNNING
+    assert task.attempts == 1
+    assert task.worker_id == "w1"
+    assert task.started_at >= before
+    assert task.lease_expires_at >= before + timedelta(seconds=29)
+
+
+def test_claim_respects_limit_run_after_status_and_queues():
+    now = timezone.now()
+    due = TaskFactory.create_batch(3)
+    TaskFactory(run_after=now + timedelta(minutes=1))  # not yet
+    retry_due = TaskFactory(retrying=True, run_after=now - timedelta(seconds=1))
+    for trait in ("running", "succeeded", "failed", "cancelled"):
+        TaskFactory(**{trait: True})
+    other_queue = TaskFactory(queue="emails")
+    first = {t.pk for t in claim(limit=2, queues=["default"])}
+    rest = {t.pk for t in claim(limit=10, queues=["default"])}
+    assert len(first) == 2
+    assert first | rest == {t.pk for t in due} | {retry_due.pk}
+    assert [t.pk for t in claim(queues=["emails"])] == [other_queue.pk]
+    assert claim() == []
+
+
+def test_claim_with_no_free_slots_claims_nothing():
+    TaskFactory()
+    assert claim(limit=0) == []
+    assert Task.objects.pending().count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_never_take_the_same_row():
+    """Several connections claim in a loop at once; every task is claimed exactly once."""
+    TaskFactory.create_batch(300)
+    claimed, errors = [], []
+    lock = threading.Lock()
+
+    def drain(worker):
+        try:
+            while True:
+                batch = claiming.claim(worker, 7, lease_seconds=30)
+                if not batch:
+                    return
+                assert len(batch) <= 7, f"claimed {len(batch)} rows with LIMIT 7"
+                with lock:
+                    claimed.extend(t.pk for t in batch)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=drain, args=(f"w{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert len(claimed) == 300
+    assert len(set(claimed)) == 300
+    assert Task.objects.filter(status=Status.RUNNING, attempts=1).count() == 300
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim_query_uses_the_partial_index_with_many_finished_rows(postgres_only):
+    """With 200,000 finished rows, the claim reads the small partial index, not the table."""
+    table = Task._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (id, name, backend, queue, priority, status, payload, summary,
+                attempts, max_attempts, run_after, progress_current, progress_message,
+                last_error, error_details, worker_id, created_at, updated_at, finished_at)
+            SELECT gen_random_uuid(), 'tests.testapp.tasks.add', '', 'default', 0, 'succeeded',
+                '{{}}', '', 1, 3, now(), 0, '', '', '[]', '', now(), now(), now()
+            FROM generate_series(1, 200000)
+            """
+        )
+        cursor.execute(f"ANALYZE {table}")
+    TaskFactory.create_batch(5)
+    sql = claiming._claim_sql(connection, 0)
+    adapt = connection.ops.adapt_datetimefield_value
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, [adapt(now), 10, "w", adapt(now), adapt(now), adapt(now)])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "jobs_task_claimable_idx" in plan, plan
+    # The paused-queue subquery may scan its tiny table; the task table must not be scanned.
+    assert f"Seq Scan on {table}" not in plan, plan

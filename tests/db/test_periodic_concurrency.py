@@ -1,0 +1,116 @@
+"""Several workers enqueue a due slot at the same moment, each on its own connection."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from jobs.maintenance import periodic
+from jobs.models import Task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORKERS = 4
+T0 = datetime(2026, 1, 5, 10, 2, 30, tzinfo=UTC)
+
+
+def race(call):
+    """Run ``call()`` in WORKERS threads released together; return results and errors."""
+    barrier = threading.Barrier(WORKERS)
+    results, errors = [], []
+
+    def worker():
+        try:
+            barrier.wait(10)
+            results.append(call())
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results, errors
+
+
+@pytest.fixture
+def every_five(settings):
+    settings.JOBS_SCHEDULES = {
+        "sum": {"task": "tests.testapp.tasks.add", "cron": "*/5 * * * *", "args": [1, 2]}
+    }
+    periodic.run_due(now=T0)  # the row exists, as it would after the first round
+
+
+def test_workers_running_their_rounds_at_once_enqueue_one_task_per_slot(every_five):
+    for slot_minutes in (3, 8):  # the 10:05 slot, then the 10:10 one
+        results, errors = race(
+            lambda m=slot_minutes: periodic.run_due(now=T0 + timedelta(minutes=m))
+        )
+        assert errors == []
+        assert sum(r.created for batch in results for r in batch) == 1
+    assert Task.objects.filter(name="tests.testapp.tasks.add").count() == 2
+
+
+def test_the_unique_key_alone_decides_when_every_worker_tries_the_same_slot(every_five):
+    """Past the row check, on purpose: the database constraint is what makes it one."""
+    spec = periodic.declared()["sum"]
+    slot = datetime(2026, 1, 5, 10, 5, tzinfo=UTC)
+    results, errors = race(lambda: periodic.enqueue_slot(spec, slot, now=slot))
+    assert errors == []
+    assert len(results) == WORKERS
+    assert sum(r.created for r in results) == 1
+    assert len({r.task_id for r in results}) == 1
+    assert Task.objects.filter(idempotency_key=spec.idempotency_key(slot)).count() == 1
+
+
+@pytest.mark.process
+def test_several_worker_processes_started_together_enqueue_the_slot_once(worker_env, tmp_path):
+    """Four real ``runworker --burst`` processes, each running a maintenance round at start."""
+    import subprocess
+    import sys
+
+    from django.utils import timezone
+
+    from jobs.models import Schedule
+    from tests.conftest import ROOT
+
+    (tmp_path / "periodic_settings.py").write_text(
+        "from tests.settings import *  # noqa: F403\n"
+        "JOBS_SCHEDULES = {'hourly': {'task': 'tests.testapp.tasks.add', 'every': 3600,"
+        " 'args': [1, 2]}}\n"
+    )
+    # The schedule has existed for a day and last ran long ago: its latest slot is due.
+    day_ago = timezone.now() - timedelta(days=1)
+    Schedule.objects.create(
+        name="hourly",
+        task="tests.testapp.tasks.add",
+        interval_seconds=3600,
+        created_at=day_ago,
+        last_run_at=day_ago,
+    )
+    env = {
+        **worker_env,
+        "DJANGO_SETTINGS_MODULE": "periodic_settings",
+        "PYTHONPATH": f"{tmp_path}:{ROOT}",
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", "--burst"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(WORKERS)
+    ]
+    outputs = [worker.communicate(timeout=60) for worker in workers]
+    assert [worker.returncode for worker in workers] == [0] * WORKERS, outputs
+    scheduled = Task.objects.filter(idempotency_key__startswith="periodic:hourly:")
+    assert scheduled.count() == 1
+    assert scheduled.get().status == "succeeded"
+    assert sum(err.count("periodic task enqueued") for _, err in outputs) == 1

@@ -1,0 +1,1 @@
+"""Process tests: real runworker processes, signals and subprocesses."""

@@ -1,0 +1,1 @@
+"""Unit tests: one part alone, no database, no process."""
