@@ -1,5 +1,11 @@
 """Benchmark settings: the demo's, plus the benchmark's tasks, without the query log."""
 
+import os
+import secrets
+
+# The demo refuses to start without a key when DEBUG is off; a benchmark serves no one.
+os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+
 from demo_project.settings import *  # noqa: F403
 from demo_project.settings import INSTALLED_APPS
 

@@ -1,0 +1,28 @@
+"""The benchmarks still run: each script, at a tiny size, against a database of its own.
+
+Their figures are read by people, never checked here (the machines are shared and noisy); what
+is checked is that a change to the package or the demo did not leave a benchmark unable to start.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process
+
+
+def test_worker_benchmark_runs_at_a_tiny_size(tmp_path, worker_env):
+    env = {key: value for key, value in worker_env.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.pop("SECRET_KEY", None)  # the benchmark needs none of its own
+    done = subprocess.run(
+        [sys.executable, "benchmarks/workers.py", "--database", f"sqlite:///{tmp_path}/b.sqlite3",
+         "--only", "enqueue,drain,pickup", "--runs", "1", "--enqueue-one", "20",
+         "--enqueue-bulk", "200", "--drain", "200", "--pickup", "5"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for measurement in ("enqueue in bulk", "drain 200 no-op tasks", "pickup latency p50"):
+        assert measurement in done.stdout, done.stdout
