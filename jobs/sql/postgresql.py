@@ -1,8 +1,9 @@
 """The statements as PostgreSQL runs them: row locks, data-modifying CTEs, LISTEN, the planner.
 
-Every module of ``jobs.sql`` for one database defines the same names (see ``jobs.sql``); a
-function whose name ends in ``_sql`` returns text, the others run their statement on the cursor
-they are given and return what their docstring says.
+Every module of ``jobs.sql`` for one database defines the same names (see ``jobs.sql``). A
+function whose name ends in ``_sql`` returns text; ``succeed_attempts``, ``release_attempts``
+and ``inserts`` return text with what it needs (parameters, the fields in order); the others,
+given a cursor, run their statement and return what their docstring says.
 """
 
 import json
