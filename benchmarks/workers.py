@@ -245,7 +245,7 @@ def table(rows: int, runs: int) -> dict:
     claims = []
     for _ in range(runs + 1):
         started = time.perf_counter()
-        claimed = claiming.claim("bench:claim", 100, lease_seconds=60)
+        claimed, _ = claiming.claim_and_record("bench:claim", 100, [], lease_seconds=60)
         claims.append((time.perf_counter() - started) * 1000)
         assert len(claimed) == 100, len(claimed)
     user, _ = get_user_model().objects.get_or_create(

@@ -6,7 +6,9 @@ from django.apps import apps
 from django.core import checks
 from django.db import connections
 
+from jobs import sql
 from jobs.conf import DEFAULTS, jobs_settings
+from jobs.sql.sqlite import has_json as sqlite_has_json
 from jobs.tasks.payload import queue_name_problem
 
 REQUIRED_APPS = ("django.contrib.auth", "django.contrib.contenttypes")
@@ -67,9 +69,11 @@ def check_required_apps(app_configs, **kwargs):
 @checks.register(checks.Tags.database)
 def check_sqlite_version(app_configs, databases=None, **kwargs):
     uses_sqlite = any(
-        connections[alias].vendor == "sqlite" for alias in (databases or ()) if alias in connections
+        sql.dialect(connections[alias]).CHECK_LIBRARY
+        for alias in (databases or ())
+        if alias in connections
     )
-    if uses_sqlite and sqlite3.sqlite_version_info < (3, 35):
+    if uses_sqlite and sqlite3.sqlite_version_info < sql.sqlite.MINIMUM_VERSION:
         return [
             checks.Error(
                 f"jobs needs SQLite 3.35 or newer (UPDATE ... RETURNING); this Python has "
@@ -86,18 +90,6 @@ def check_sqlite_version(app_configs, databases=None, **kwargs):
             )
         ]
     return []
-
-
-def sqlite_has_json() -> bool:
-    """Whether this Python's SQLite has the JSON functions a worker's statements use."""
-    connection = sqlite3.connect(":memory:")
-    try:
-        connection.execute("SELECT json_extract(json_object('a', 1), '$.a')")
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        connection.close()
-    return True
 
 
 # Seconds settings that may be 0 (no grace, no retry); the others must be above 0.

@@ -1,4 +1,5 @@
-"""The only writer of ``Task.status`` (the claim itself is in ``jobs.worker.claiming``).
+"""The only writer of ``Task.status`` (the claim itself is in ``jobs.worker.claiming``; the SQL
+text of both is in ``jobs.sql``).
 
 Each transition is one conditional UPDATE from the source statuses that ``jobs.states`` allows,
 and reports whether it applied: a change asked from the wrong status is refused, logged, and
@@ -8,17 +9,16 @@ to another can never record an outcome over the newer attempt.
 """
 
 import enum
-import json
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 
+from django.db import DatabaseError, connections, router
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from jobs import signals, states
+from jobs import signals, sql, states
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
 from jobs.execution.error_records import ErrorRecord, unstorable_error
 from jobs.models import Task
@@ -105,8 +105,10 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     if not successes:
         return set()
 
+    now = now or timezone.now()
+
     def record(part):
-        return _run_statements(succeed_many_statements(part, now=now))
+        return _run(sql.dialect(_using()).succeed_attempts, states.SUCCEED, success_rows(part), now)
 
     applied, refused = record_isolating(successes, record, using=_using())
     for success, error in refused:
@@ -122,8 +124,6 @@ def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
     If even the failure cannot be written, the task stays ``running`` until its lease lapses
     and it is rescued, as for a worker that died.
     """
-    from django.db import DatabaseError
-
     record = unstorable_error(error)
     rows = Task.objects.filter(pk=success.task_id, attempts=success.attempts)
     task = rows.filter(worker_id=success.worker_id, status=Status.RUNNING).first()
@@ -139,28 +139,19 @@ def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
         return False
 
 
-def succeed_many_statements(successes: list[Success], *, now=None) -> list:
-    """``(sql, params)`` of the UPDATEs that record ``successes``, each ``RETURNING`` the ids.
-
-    One statement on PostgreSQL, which a worker's claim runs inside its own (jobs.worker.claiming),
-    so that recording and claiming cost one round trip and one commit; call ``succeeded`` with the
-    ids it returned.
-    """
-    rows = [
+def success_rows(successes: list[Success]) -> list[tuple]:
+    """The rows of ``successes`` as the statements that record them take them
+    (``jobs.sql.common.SUCCESS``); a worker's claim records them beside itself, then calls
+    ``succeeded`` with the ids recorded."""
+    return [
         (success.task_id, success.attempts, success.worker_id, success.result, success.finished_at)
         for success in successes
     ]
-    return _attempt_statements(
-        states.SUCCEED,
-        rows,
-        extra=(("result", "jsonb"), ("finished_at", "timestamptz")),
-        assignments="result = v.result, finished_at = v.finished_at, lease_expires_at = NULL",
-        now=now,
-    )
 
 
 def succeeded(successes: list[Success], applied_ids) -> set:
-    """After the statements of ``succeed_many_statements``: log refusals, send signals."""
+    """After a statement recorded ``success_rows(successes)`` (``applied_ids`` it returned): log
+    refusals, send signals."""
     applied = {_as_uuid(task_id) for task_id in applied_ids}
     done, refused = [], []
     for success in successes:
@@ -190,94 +181,20 @@ def release_many(attempts, *, now=None) -> int:
     rows = [(task_id, attempt, worker_id) for task_id, attempt, worker_id in attempts]
     if not rows:
         return 0
-    assignments = (
-        "attempts = {table}.attempts - 1, run_after = %s, worker_id = '', lease_expires_at = NULL"
-    )
-    statements = _attempt_statements(
-        states.RELEASE, rows, assignments=assignments, now=now, params=[now]
-    )
-    return len(_run_statements(statements))
+    return len(_run(sql.dialect(_using()).release_attempts, states.RELEASE, rows, now))
 
 
 def _using() -> str:
-    from django.db import router
-
     return router.db_for_write(Task)
 
 
-def _run_statements(statements) -> list:
-    """Run UPDATEs that return ids; return all the ids."""
-    from django.db import connections
-
-    ids = []
+def _run(statement, transition, rows, now) -> list:
+    """Run the attempts UPDATE ``statement`` builds for ``transition`` and ``rows``; return the
+    ids it moved."""
+    sql_text, params = statement(connections[_using()], transition, rows, now=now)
     with connections[_using()].cursor() as cursor:
-        for sql, params in statements:
-            cursor.execute(sql, params)
-            ids += [row[0] for row in cursor.fetchall()]
-    return ids
-
-
-def _attempt_statements(transition, rows, *, assignments, now=None, extra=(), params=()) -> list:
-    """``(sql, params)`` applying ``transition`` to many attempts, guarded row by row.
-
-    ``rows`` are ``(task_id, attempts, worker_id, *extra values)``; ``extra`` names and types
-    the extra values, which ``assignments`` reads as ``v.<name>``; ``params`` are the
-    parameters of ``assignments`` itself. Each statement returns the ids it moved.
-    """
-    from django.db import connections, router
-
-    now = now or timezone.now()
-    connection = connections[router.db_for_write(Task)]
-    table = connection.ops.quote_name(Task._meta.db_table)
-    sources = ", ".join(f"'{status}'" for status in sorted(transition.sources))
-    adapt = connection.ops.adapt_datetimefield_value
-    names = ["id", "attempts", "worker_id", *(name for name, _ in extra)]
-    types = ["uuid", "integer", "text", *(kind for _, kind in extra)]
-    # The rows travel as one JSON parameter that the database takes apart: one C-speed
-    # json.dumps here rather than a parameter adapted per value, and one statement text
-    # whatever the number of rows (SQLite caches a compiled statement per text; a VALUES list
-    # per row count filled its cache with large statements, 28 MiB in a worker).
-    if connection.vendor == "postgresql":
-        picks = {
-            "uuid": "(e->>{n})::uuid",
-            "integer": "(e->>{n})::integer",
-            "text": "e->>{n}",
-            "jsonb": "NULLIF(e->{n}, 'null'::jsonb)",  # JSON null: no result, SQL NULL
-            "timestamptz": "(e->>{n})::timestamptz",
-        }
-        source = "jsonb_array_elements(%s::jsonb) AS e"
-        to_json = {"uuid": str, "timestamptz": datetime.isoformat}
-    else:
-        # SQLite stores ids as hex, JSON as text, datetimes as Django writes them.
-        picks = dict.fromkeys(types, "json_extract(e.value, '$[{n}]')")
-        source = "json_each(%s) AS e"
-        to_json = {"uuid": lambda value: value.hex, "jsonb": json.dumps, "timestamptz": adapt}
-    selected = ", ".join(picks[kind].format(n=n) for n, kind in enumerate(types))
-    converters = [to_json.get(kind) for kind in types]
-
-    def json_row(row):
-        return [
-            value if to is None or value is None else to(value)
-            for to, value in zip(converters, row, strict=True)
-        ]
-
-    text = json.dumps([json_row(row) for row in rows])
-    chunks = [(f"SELECT {selected} FROM {source}", [text])]
-    tail = [transition.target, adapt(now)]
-    tail += [adapt(value) if isinstance(value, datetime) else value for value in params]
-    statements = []
-    for source, values in chunks:
-        sql = f"""
-            WITH v({", ".join(names)}) AS ({source})
-            UPDATE {table} SET status = %s, updated_at = %s,
-                {assignments.format(table=table)}
-            FROM v
-            WHERE {table}.id = v.id AND {table}.attempts = v.attempts
-                AND {table}.worker_id = v.worker_id AND {table}.status IN ({sources})
-            RETURNING {table}.id
-        """
-        statements.append((sql, [*values, *tail]))
-    return statements
+        cursor.execute(sql_text, params)
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _as_uuid(task_id) -> uuid.UUID:

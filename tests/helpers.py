@@ -4,14 +4,25 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from jobs.execution import executor
+from jobs.models import Task
 from jobs.worker import claiming
 from jobs.worker.wire import Claimed, encode_task
 from tests.factories import UserFactory
 
 
+def claim(worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=None) -> list:
+    """Claim up to ``limit`` due tasks as a worker does; return them as model instances, highest
+    priority first (a worker never needs the instances: they cost a query more)."""
+    claimed, _ = claiming.claim_and_record(
+        worker_id, limit, [], queues=queues, lease_seconds=lease_seconds, now=now
+    )
+    tasks = Task.objects.in_bulk([task.id for task in claimed])
+    return [tasks[task.id] for task in claimed]
+
+
 def run_next():
     """Claim the next due task, as a worker would, run it here, and return it refreshed."""
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
+    (task,) = claim("test-worker", 1, lease_seconds=30, now=timezone.now())
     executor.run(task)
     task.refresh_from_db()
     return task

@@ -1,10 +1,10 @@
 """A changelist paginator that never counts a million rows."""
 
-import json
-
 from django.core.paginator import Paginator
 from django.db import connections
 from django.utils.functional import cached_property
+
+from jobs import sql
 
 # Counting up to this many rows is cheap; beyond it the planner's estimate is good enough to
 # page through, and the exact number would cost a scan of the table.
@@ -24,14 +24,8 @@ class EstimatedCountPaginator(Paginator):
 
 
 def planner_estimate(queryset) -> int | None:
-    """Return how many rows PostgreSQL's planner expects ``queryset`` to return (else None)."""
+    """Return how many rows the database's planner expects ``queryset`` to return (else None)."""
     connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
-        return None
-    sql, params = queryset.order_by().query.get_compiler(connection=connection).as_sql()
+    sql_text, params = queryset.order_by().query.get_compiler(connection=connection).as_sql()
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"])
+        return sql.dialect(connection).planner_rows(cursor, sql_text, params)

@@ -33,6 +33,7 @@ from django.db.models import Count, F, Max, Min, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncMinute
 
+from jobs import sql
 from jobs.conf import jobs_settings
 from jobs.maintenance import pausing
 
@@ -55,6 +56,7 @@ from jobs.metrics.window import as_window as _window
 from jobs.metrics.window import finished_in as _finished_in
 from jobs.metrics.window import now_or_current as _now
 from jobs.models import Task, Worker
+from jobs.sql import common
 from jobs.states import TERMINAL, Status
 
 STATUSES = [status.value for status in Status]
@@ -100,22 +102,10 @@ def task_names() -> list[str]:
 
 
 def _distinct_values(column: str) -> list[str]:
-    # SELECT DISTINCT reads every row; this walks the index from one value to the next instead,
-    # so it costs one index probe per distinct value (the same SQL on PostgreSQL and SQLite).
+    # A skip scan of an index (see jobs.sql.common.distinct_values), not SELECT DISTINCT.
     connection = connections[router.db_for_read(Task)]
-    table = connection.ops.quote_name(Task._meta.db_table)
-    col = connection.ops.quote_name(column)
-    sql = f"""
-        WITH RECURSIVE t(v) AS (
-            SELECT (SELECT {col} FROM {table} ORDER BY {col} LIMIT 1)
-            UNION ALL
-            SELECT (SELECT {col} FROM {table} WHERE {col} > t.v ORDER BY {col} LIMIT 1)
-            FROM t WHERE t.v IS NOT NULL
-        )
-        SELECT v FROM t WHERE v IS NOT NULL
-    """
     with connection.cursor() as cursor:
-        cursor.execute(sql)
+        cursor.execute(common.distinct_values(connection, column))
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -213,20 +203,13 @@ def live_workers(*, now=None) -> list[WorkerStatus]:
     ]
 
 
-def _last_exception_sql(vendor: str) -> str:
-    # The exception class of the latest attempt: the last entry of the error_details array.
-    if vendor == "postgresql":
-        return "(error_details -> -1 ->> 'exception')"
-    return "json_extract(error_details, '$[#-1].exception')"
-
-
 def recent_failures(*, now=None, window=None, limit: int = 10) -> list[FailureGroup]:
     """Group tasks failed in the window by name and exception class, the largest groups first."""
     now, window = _now(now), _window(window)
-    vendor = connections[router.db_for_read(Task)].vendor
+    last_exception = sql.dialect(router.db_for_read(Task)).LAST_EXCEPTION
     failed = Task.objects.filter(
         status=Status.FAILED, finished_at__gte=now - window, finished_at__lte=now
-    ).annotate(exception=RawSQL(_last_exception_sql(vendor), ()))
+    ).annotate(exception=RawSQL(last_exception, ()))
     groups = (
         failed.order_by()
         .values_list("name", "exception")

@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.db import connections, router
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 
+from jobs import sql
 from jobs.metrics.results import Percentiles
 from jobs.metrics.window import as_window as _window
 from jobs.metrics.window import finished_in as _finished_in
@@ -26,25 +27,13 @@ def wait_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
 def _percentiles(start: str, end: str, now, window) -> dict[str, Percentiles]:
     rows = _finished_in(now, window).filter(started_at__isnull=False)
     connection = connections[router.db_for_read(Task)]
-    if connection.vendor == "postgresql":
-        return _percentiles_postgresql(connection, rows, start, end)
-    return _percentiles_portable(rows, start, end)
-
-
-def _percentiles_postgresql(connection, rows, start, end) -> dict[str, Percentiles]:
-    seconds = f"EXTRACT(EPOCH FROM ({end} - {start}))"
     inner_query = rows.order_by().values("queue", start, end).query
     inner, params = inner_query.get_compiler(connection=connection).as_sql()
-    sql = f"""
-        SELECT queue,
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),
-               percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}),
-               count(*)
-        FROM ({inner}) AS finished
-        GROUP BY queue
-    """
+    statement = sql.dialect(connection).percentiles_sql(inner, start, end)
+    if statement is None:  # no percentile function in this database
+        return _percentiles_portable(rows, start, end)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statement, params)
         return {
             queue: Percentiles(p50=float(p50), p95=float(p95), count=n)
             for queue, p50, p95, n in cursor.fetchall()

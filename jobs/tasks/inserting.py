@@ -1,15 +1,18 @@
-"""The INSERT statements behind enqueue: one task per statement, or thousands per statement.
+"""Running the INSERTs behind enqueue: one task per statement, or thousands per statement.
 
 ``Model.save()`` rebuilds its INSERT on every call (28 columns, each through the field's
 conversion and the driver's quoting); enqueue is hot enough to pay for doing that once. The
 statement is built on first use per database: the columns an enqueue sets are parameters, and
 every other column is its model default, written into the SQL as a literal. New model fields
-with a default need nothing here; a field without a default that enqueue must set does.
+with a default need nothing here; a field without a default that enqueue must set does. The
+statements themselves are written by ``jobs.sql`` (``common.Inserts``, and per database).
 """
 
 from django.db import connections
 
+from jobs import sql
 from jobs.models import Task
+from jobs.sql.common import Inserts
 
 # The columns an enqueue sets; every other one takes its model default.
 SET_BY_ENQUEUE = (
@@ -20,66 +23,17 @@ SET_BY_ENQUEUE = (
 _FIELDS = Task._meta.concrete_fields
 _OWNER = Task._meta.get_field("owner")
 
-
-class _Statements:
-    """The SQL of one database, built once: literals for the defaults, parameters for the rest."""
-
-    def __init__(self, connection):
-        connection.ensure_connection()
-        quote = connection.ops.quote_name
-        editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
-        self.table = quote(Task._meta.db_table)
-        self.columns = ", ".join(quote(field.column) for field in _FIELDS)
-        self.variable = [field for field in _FIELDS if field.name in SET_BY_ENQUEUE]
-        literals = {
-            field.name: editor.quote_value(field.get_db_prep_save(field.get_default(), connection))
-            for field in _FIELDS
-            if field.name not in SET_BY_ENQUEUE
-        }
-        values = ", ".join(literals.get(field.name, "%s") for field in _FIELDS)
-        self.one = f"INSERT INTO {self.table} ({self.columns}) VALUES ({values})"
-        # With a key, a duplicate makes no row and no error (so no savepoint is needed to keep
-        # the caller's transaction usable); the unique index still decides between two racers.
-        self.one_with_key = (
-            f"{self.one} ON CONFLICT (name, idempotency_key) "
-            "WHERE idempotency_key IS NOT NULL DO NOTHING"
-        )
-        self.postgresql = connection.vendor == "postgresql"
-        self.server_binding = None
-        if self.postgresql:
-            from django.db.backends.postgresql.psycopg_any import is_psycopg3
-
-            if is_psycopg3:  # psycopg2 binds on the client only
-                from django.db.backends.postgresql.base import ServerBindingCursor
-
-                self.server_binding = ServerBindingCursor
-        if self.postgresql:
-            # Many rows: the ids and the payloads travel as two newline-separated texts, split
-            # by the server. JSON text from json.dumps never holds a raw newline, and one long
-            # string costs the driver one escape, where an array of 5,000 costs 5,000.
-            many = ", ".join(
-                {"id": "u.id::uuid", "payload": "u.payload::jsonb"}.get(field.name)
-                or literals.get(field.name, "%s")
-                for field in _FIELDS
-            )
-            self.many = (
-                f"INSERT INTO {self.table} ({self.columns}) SELECT {many} FROM unnest("
-                "string_to_array(%s, E'\\n'), string_to_array(%s, E'\\n')) AS u(id, payload)"
-            )
-            self.many_fields = [f for f in self.variable if f.name not in ("id", "payload")]
-        else:
-            self.many = self.one
+# Per database alias: its statements module and the INSERTs it built (jobs.sql).
+_statements: dict[str, tuple] = {}
 
 
-_statements: dict[str, _Statements] = {}
-
-
-def statements(using: str) -> _Statements:
-    connection = connections[using]
+def statements(using: str) -> Inserts:
+    """The INSERTs of enqueue for the database ``using``, built on first use."""
+    dialect = sql.dialect(using)
     built = _statements.get(using)
-    if built is None or built.postgresql != (connection.vendor == "postgresql"):
-        built = _statements[using] = _Statements(connection)
-    return built
+    if built is None or built[0] is not dialect:
+        built = _statements[using] = (dialect, dialect.inserts(connections[using], SET_BY_ENQUEUE))
+    return built[1]
 
 
 def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
@@ -89,24 +43,24 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
     ``payload_text`` the payload's JSON.
     """
     connection = connections[using]
-    sql = statements(using)
+    built = statements(using)
     params = []
-    for field in sql.variable:
+    for field in built.variable:
         name = field.name
         if name == "payload":
             params.append(payload_text)
         elif name == "owner":
             owner = values["owner"]
             params.append(None if owner is None else owner.pk)
-        elif sql.postgresql:
+        elif built.native_params:
             params.append(values[name])  # the driver adapts uuid, str, int and datetime as is
         else:
             params.append(field.get_db_prep_save(values[name], connection))
-    with _cursor(connection, sql.server_binding) as cursor:
+    with _cursor(connection, built.server_binding) as cursor:
         if values["idempotency_key"] is None:
-            cursor.execute(sql.one, params)
+            cursor.execute(built.one, params)
             return True
-        cursor.execute(sql.one_with_key, params)
+        cursor.execute(built.one_with_key, params)
         return cursor.rowcount == 1
 
 
@@ -151,30 +105,8 @@ def new_task(values: dict, payload: dict, *, using: str) -> Task:
 def insert_many(template: dict, rows, *, using: str):
     """INSERT ``rows`` of (id, payload JSON text), every other column from ``template``."""
     connection = connections[using]
-    sql = statements(using)
+    built = statements(using)
     owner = template["owner"]
     constant = {**template, "owner": None if owner is None else owner.pk}
     with connection.cursor() as cursor:
-        if sql.postgresql:
-            ids = "\n".join(task_id.hex for task_id, _ in rows)
-            payloads = "\n".join(text for _, text in rows)
-            # The parameters in the order of their placeholders: columns first, then unnest's.
-            params = [constant[field.name] for field in sql.many_fields]
-            cursor.execute(sql.many, [*params, ids, payloads])
-            return
-        prepared = {
-            field.name: field.get_db_prep_save(constant[field.name], connection)
-            for field in sql.variable
-            if field.name not in ("id", "payload")
-        }
-        cursor.executemany(
-            sql.many,
-            [
-                [
-                    task_id.hex if field.name == "id" else text if field.name == "payload"
-                    else prepared[field.name]
-                    for field in sql.variable
-                ]
-                for task_id, text in rows
-            ],
-        )  # fmt: skip
+        sql.dialect(connection).insert_many(cursor, connection, built, constant, rows)

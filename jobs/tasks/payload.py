@@ -203,11 +203,6 @@ def encode_payload(
     return payload, text
 
 
-def build_payload(args, kwargs) -> dict:
-    """Return the stored payload for ``args``/``kwargs``, refusing what cannot be stored."""
-    return encode_payload(args, kwargs)[0]
-
-
 # Text fields -------------------------------------------------------------------------------------
 
 

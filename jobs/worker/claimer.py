@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.db import connections, router
 
+from jobs import sql
 from jobs.db import forget_queries, retry_on_database_error
 from jobs.models import Task
 from jobs.worker import claiming
@@ -33,7 +34,7 @@ class Claimer:
         # SQLite has one writer at a time and no network to wait for: a claim in a thread of
         # its own would only contend for the lock with the loop's other writes (measured: the
         # drain 1,600 -> 1,300 tasks/s, and a second connection's cache). It runs inline there.
-        self.inline = connections[router.db_for_write(Task)].vendor != "postgresql"
+        self.inline = sql.dialect(router.db_for_write(Task)).ONE_WRITER
         self.recording = []  # successes the claim in flight records (jobs.transitions.Success)
         self.wanted = 0  # how many tasks the claim in flight asked for
         self.seconds = 0.0  # how long recent claims took (a moving average)

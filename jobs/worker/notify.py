@@ -13,6 +13,7 @@ import time
 
 from django.db import connections, router
 
+from jobs import sql
 from jobs.models import Task
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class Listener:
 
     @property
     def supported(self) -> bool:
-        return connections[self.alias].vendor == "postgresql"
+        return sql.dialect(self.alias).LISTENS
 
     def fileno(self):
         """Return the socket to wait on, connecting (again) if needed; None when unavailable."""
@@ -59,7 +60,7 @@ class Listener:
         params.pop("context", None)
         try:
             self._connection = psycopg.connect(**params, autocommit=True)
-            self._connection.execute(f"LISTEN {CHANNEL}")
+            self._connection.execute(sql.postgresql.listen_sql(CHANNEL))
             logger.debug("listening channel=%s", CHANNEL)
         except psycopg.Error as exc:
             self._connection = None

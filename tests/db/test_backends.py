@@ -4,7 +4,7 @@ from django.utils import timezone
 from jobs.backends import STATUS_MAP, TaskResultDoesNotExist, TaskResultStatus
 from jobs.models import Task
 from jobs.states import Status
-from jobs.worker import claiming
+from tests import helpers
 from tests.helpers import run_next
 from tests.testapp import django_tasks
 
@@ -51,7 +51,7 @@ def test_run_after_is_honoured():
     later = timezone.now() + timezone.timedelta(hours=1)
     result = django_tasks.multiply.using(run_after=later).enqueue(1, 1)
     assert Task.objects.get(pk=result.id).run_after == later
-    assert claiming.claim("w", 1, lease_seconds=30) == []
+    assert helpers.claim("w", 1, lease_seconds=30) == []
 
 
 @pytest.mark.parametrize(

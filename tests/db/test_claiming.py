@@ -6,15 +6,16 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs.models import Task
+from jobs.sql import common, postgresql
 from jobs.states import Status
-from jobs.worker import claiming
+from tests import helpers
 from tests.factories import TaskFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(limit=10, **kwargs):
-    return claiming.claim("w1", limit, lease_seconds=30, **kwargs)
+    return helpers.claim("w1", limit, lease_seconds=30, **kwargs)
 
 
 def test_claim_takes_highest_priority_then_longest_due():
@@ -68,7 +69,7 @@ def test_concurrent_claims_never_take_the_same_row():
     def drain(worker):
         try:
             while True:
-                batch = claiming.claim(worker, 7, lease_seconds=30)
+                batch = helpers.claim(worker, 7, lease_seconds=30)
                 if not batch:
                     return
                 assert len(batch) <= 7, f"claimed {len(batch)} rows with LIMIT 7"
@@ -107,11 +108,13 @@ def test_claim_query_uses_the_partial_index_with_many_finished_rows(postgres_onl
         )
         cursor.execute(f"ANALYZE {table}")
     TaskFactory.create_batch(5)
-    sql = claiming._claim_sql(connection, 0)
-    adapt = connection.ops.adapt_datetimefield_value
+    claim = postgresql.claim_sql(connection, 0)
     now = timezone.now()
+    params = common.claim_params(
+        connection, now=now, queues=[], limit=10, worker_id="w", lease_expires_at=now
+    )
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, [adapt(now), 10, "w", adapt(now), adapt(now), adapt(now)])
+        cursor.execute("EXPLAIN " + claim, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "jobs_task_claimable_idx" in plan, plan
     # The paused-queue subquery may scan its tiny table; the task table must not be scanned.

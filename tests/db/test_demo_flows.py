@@ -12,7 +12,7 @@ from jobs.execution import executor
 from jobs.execution.effects import is_done
 from jobs.models import Task
 from jobs.states import Status
-from jobs.worker import claiming
+from tests import helpers
 from tests.factories import MemberFactory, TaskFactory, UserFactory
 from tests.helpers import run_next
 
@@ -133,7 +133,7 @@ def test_nobody_else_downloads_the_report(client, member):
 
 def test_a_report_cancelled_while_running_stops_and_makes_no_file(client, member):
     client.post(reverse("start-report"), {"sections": 5})
-    (task,) = claiming.claim("test-worker", 1, lease_seconds=30)
+    (task,) = helpers.claim("test-worker", 1, lease_seconds=30)
     client.post(reverse("jobs:task-action", args=[task.pk]), {"action": "cancel"})
     executor.run(task)
     task.refresh_from_db()

@@ -5,7 +5,7 @@ from jobs.execution import executor
 from jobs.models import Task
 from jobs.states import Status
 from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE
-from jobs.worker import claiming
+from tests import helpers
 from tests.factories import TaskFactory
 from tests.helpers import run_next
 from tests.testapp import tasks
@@ -102,7 +102,7 @@ def test_unregistered_task_name_fails_with_a_clear_error():
 
 def test_outcome_is_not_recorded_over_a_task_taken_over_by_another_worker():
     tasks.add.enqueue(1, 1)
-    (task,) = claiming.claim("old-worker", 1, lease_seconds=30)
+    (task,) = helpers.claim("old-worker", 1, lease_seconds=30)
     Task.objects.filter(pk=task.pk).update(attempts=2, worker_id="new-worker")
     executor.run(task)
     task.refresh_from_db()
@@ -134,11 +134,11 @@ def test_with_debug_on_the_query_log_does_not_grow_with_the_tasks_run():
     for number in range(40):
         tasks.record_effect.enqueue(f"debug-{number}")
     with override_settings(DEBUG=True):
-        (first,) = claiming.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
+        (first,) = helpers.claim("test-worker", 1, lease_seconds=30, now=timezone.now())
         executor.run(first)
         one_task = len(connection.queries)
         assert one_task > 0  # DEBUG does log them
-        for task in claiming.claim("test-worker", 39, lease_seconds=30, now=timezone.now()):
+        for task in helpers.claim("test-worker", 39, lease_seconds=30, now=timezone.now()):
             executor.run(task)
         assert len(connection.queries) <= one_task
     assert SideEffect.objects.filter(key__startswith="debug-").count() == 40

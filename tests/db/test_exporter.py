@@ -8,7 +8,7 @@ from jobs import transitions
 from jobs.execution import executor
 from jobs.metrics import counters, exporter
 from jobs.models import Task
-from jobs.worker import claiming
+from tests import helpers
 from tests.factories import TaskFactory, UserFactory, WorkerFactory
 from tests.helpers import staff
 from tests.testapp import tasks
@@ -98,10 +98,10 @@ def test_retries_failures_and_rescues_are_counted_and_survive_pruning():
     from jobs.maintenance import pruning
 
     tasks.always_transient.using(max_attempts=2, queue="mail").enqueue()
-    (task,) = claiming.claim("w", 1, lease_seconds=30)
+    (task,) = helpers.claim("w", 1, lease_seconds=30)
     executor.run(task)  # retrying
     Task.objects.filter(pk=task.pk).update(run_after=timezone.now())
-    (task,) = claiming.claim("w", 1, lease_seconds=30)
+    (task,) = helpers.claim("w", 1, lease_seconds=30)
     executor.run(task)  # failed
     lost = TaskFactory(stale=True, queue="mail")
     transitions.rescue_expired()

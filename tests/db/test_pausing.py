@@ -4,14 +4,14 @@ import pytest
 
 from jobs.maintenance import pausing
 from jobs.models import QueuePause, Task
-from jobs.worker import claiming
+from tests import helpers
 from tests.factories import TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def claim(**kwargs):
-    return claiming.claim("w1", 10, lease_seconds=30, **kwargs)
+    return helpers.claim("w1", 10, lease_seconds=30, **kwargs)
 
 
 def test_a_paused_queue_is_not_claimed_from_and_resumes():

@@ -153,18 +153,40 @@ def test_rescue_expired_returns_stale_tasks_and_fails_exhausted_ones():
 
 
 def test_nothing_outside_transitions_and_claiming_writes_status():
-    """Grep the package: status is only written by the two modules that own it."""
+    """Grep the package: status is only written by the two modules that own it.
+
+    The statements that write it are text in ``jobs/sql/``; only ``transitions.py`` and
+    ``claiming.py`` run them (by the names that ``jobs.sql`` gives them). Anything else that
+    sets ``status`` (an attribute, an ORM ``update``, SQL text) is a writer too.
+    """
     import pathlib
     import re
 
     import jobs
 
     package = pathlib.Path(jobs.__file__).parent
-    writers = set()
+    owners = {"transitions.py", "claiming.py"}
+    # The statements of jobs.sql that change a status (their SQL text says SET status, or
+    # takes jobs.sql.common.CLAIM_ASSIGNMENTS).
+    statements = ("claim_tasks", "record_and_claim_tasks", "succeed_attempts", "release_attempts")
+    writers, runners, texts = set(), set(), set()
     pattern = re.compile(r"\.status\s*=(?!=)|update\([^)]*\bstatus\s*=|SET status")
+    running = re.compile(r"\.(" + "|".join(statements) + r")\b")
     for path in package.rglob("*.py"):
         if "migrations" in path.parts:
             continue
-        if pattern.search(path.read_text()):
-            writers.add(path.name)
-    assert writers <= {"transitions.py", "claiming.py"}, writers
+        text = path.read_text()
+        in_sql = path.parent.name == "sql"
+        if pattern.search(text):
+            (texts if in_sql else writers).add(path.name)
+        if not in_sql and running.search(text):
+            runners.add(path.name)
+    assert writers <= {"transitions.py"}, writers
+    assert runners == owners, runners
+    assert texts == {"common.py"}, texts
+    sql_home = package / "sql"
+    for name in statements:
+        for module in ("postgresql.py", "sqlite.py"):
+            if name == "record_and_claim_tasks" and module == "sqlite.py":
+                continue  # RECORDS_WITH_CLAIM is False there
+            assert f"def {name}(" in (sql_home / module).read_text(), (name, module)

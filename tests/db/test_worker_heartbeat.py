@@ -8,10 +8,10 @@ from django.utils import timezone
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.states import Status
-from jobs.worker import claiming
 from jobs.worker.child import Child
 from jobs.worker.lifecycle import Worker
 from jobs.worker.wire import Slot
+from tests import helpers
 from tests.factories import TaskFactory
 from tests.helpers import claimed_from_task
 
@@ -31,7 +31,7 @@ class FakeProcess:
 
 def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(worker):
     TaskFactory.create_batch(3)
-    running, waiting, lost = claiming.claim(worker.worker_id, 3, lease_seconds=1)
+    running, waiting, lost = helpers.claim(worker.worker_id, 3, lease_seconds=1)
     child = Child(process=FakeProcess(), conn=None, slot=Slot())
     child.batch = {0: claimed_from_task(running)}  # in a child's batch
     worker.children = [child]
@@ -99,7 +99,7 @@ def test_a_lost_child_has_its_unread_replies_taken_first(worker):
     from multiprocessing import Pipe
 
     TaskFactory.create_batch(3)
-    finished, running, unstarted = claiming.claim(worker.worker_id, 3, lease_seconds=60)
+    finished, running, unstarted = helpers.claim(worker.worker_id, 3, lease_seconds=60)
     ours, theirs = Pipe()
     reply = {"batch": 1, "results": [[0, "deferred", 3, time.time()]], "busy": 0.1, "final": False}
     theirs.send_bytes(json.dumps(reply).encode())

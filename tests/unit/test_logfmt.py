@@ -9,7 +9,7 @@ from django.utils import timezone
 from jobs import logfmt
 from jobs.execution import executor
 from jobs.logfmt import KeyValueFormatter, parse
-from jobs.worker import claiming
+from tests import helpers
 from tests.testapp import tasks
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
@@ -98,7 +98,7 @@ def test_lines_of_a_real_task_run_parse_back(caplog):
     caplog.set_level(logging.INFO, logger="jobs")
     tasks.add.enqueue(1, 2)
     tasks.bad_file.enqueue()
-    for task in claiming.claim("w", 2, lease_seconds=30, now=timezone.now()):
+    for task in helpers.claim("w", 2, lease_seconds=30, now=timezone.now()):
         executor.run(task)
     lines = [parse(fmt(r)) for r in caplog.records if r.name.startswith("jobs")]
     finished = [f for f in lines if f["msg"] == "task finished"]

@@ -1,0 +1,41 @@
+"""The only code that writes SQL text; one module per database where the statements differ.
+
+``dialect(connection)`` picks the module of the connection's database, the one place that asks
+which database it is. Each such module (``postgresql``, ``sqlite``) defines the same names, so
+that another database (MariaDB, say) is one more module and one more line in ``_DIALECTS``:
+
+- flags: ``NAME``, ``LISTENS`` (LISTEN/NOTIFY wakes workers), ``ONE_WRITER`` (one writer at a
+  time: claims run inline and wait out a busy database), ``RECORDS_WITH_CLAIM``
+  (``record_and_claim_tasks`` exists), ``CHECK_LIBRARY`` (this Python's library is the
+  database: the system checks look at its version);
+- claiming: ``claim_sql``, ``claim_tasks``, ``record_and_claim_tasks`` (if
+  ``RECORDS_WITH_CLAIM``), ``is_busy``;
+- outcomes: ``succeed_attempts``, ``release_attempts``;
+- enqueue: ``inserts``, ``insert_many``;
+- reading: ``percentiles_sql``, ``LAST_EXCEPTION``, ``planner_rows``, ``listen_sql``.
+
+What every database writes alike is in ``common``. Migrations keep their own ``RunSQL``, as
+Django has them. Only ``jobs.transitions`` and ``jobs.worker.claiming`` run the statements that
+change a status; ``tests/db/test_transitions.py`` checks it.
+"""
+
+from types import ModuleType
+
+from django.db import connections
+
+from jobs.sql import postgresql, sqlite
+
+_DIALECTS = {"postgresql": postgresql, "sqlite": sqlite}
+
+
+def dialect(connection) -> ModuleType:
+    """The module of statements for ``connection`` (a connection or a database alias)."""
+    if isinstance(connection, str):
+        connection = connections[connection]
+    try:
+        return _DIALECTS[connection.vendor]
+    except KeyError:
+        raise NotImplementedError(
+            f"jobs has no statements for the {connection.vendor!r} database; "
+            f"it supports {', '.join(sorted(_DIALECTS))}."
+        ) from None

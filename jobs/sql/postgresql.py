@@ -1,0 +1,202 @@
+"""The statements as PostgreSQL runs them: row locks, data-modifying CTEs, LISTEN, the planner.
+
+Every module of ``jobs.sql`` for one database defines the same names (see ``jobs.sql``). A
+function whose name ends in ``_sql`` returns text; ``succeed_attempts``, ``release_attempts``
+and ``inserts`` return text with what it needs (parameters, the fields in order); the others,
+given a cursor, run their statement and return what their docstring says.
+"""
+
+import json
+from datetime import datetime
+
+from jobs import states
+from jobs.models import Task
+from jobs.sql import common
+
+NAME = "postgresql"
+LISTENS = True  # LISTEN/NOTIFY wakes workers (jobs.worker.notify)
+ONE_WRITER = False  # concurrent writers, each row locked alone
+RECORDS_WITH_CLAIM = True  # record_and_claim_tasks exists
+CHECK_LIBRARY = False  # a server: nothing of this Python's to check
+
+
+# Claiming -------------------------------------------------------------------------------------
+
+
+def _claim_ctes(connection, queue_count: int) -> str:
+    # The pick is a MATERIALIZED CTE: as a plain ``IN (subquery)`` the planner may run the
+    # ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``.
+    pick = common.claim_pick(connection, queue_count)
+    return f"""
+        picked AS MATERIALIZED ({pick} FOR UPDATE SKIP LOCKED),
+        claimed AS (
+            UPDATE {common.task_table(connection)} AS task SET {common.CLAIM_ASSIGNMENTS}
+            FROM picked WHERE task.id = picked.id
+            RETURNING task.id, task.attempts, task.name, task.backend, task.priority,
+                task.run_after, row_to_json(task)::text AS row
+        )
+    """
+
+
+def claim_sql(connection, queue_count: int) -> str:
+    """Claim due rows; parameters: ``common.claim_params``.
+
+    Returns ``(id, attempts, name, backend, row)`` per claimed task, in claim order (sorted
+    here, not in Python), ``row`` the whole row as JSON text, as a child gets it.
+    """
+    return f"""
+        WITH {_claim_ctes(connection, queue_count)}
+        SELECT id, attempts, name, backend, row FROM claimed
+        ORDER BY priority DESC, run_after
+    """
+
+
+def record_and_claim_sql(connection, queue_count: int) -> str:
+    """Record successes and claim due rows in one statement; parameters: the successes' (see
+    ``succeed_attempts``), then ``common.claim_params``.
+
+    Returns ``(id, attempts, name, backend, row)``: first one row per claimed task, in claim
+    order, as ``claim_sql``; then one row per success recorded, its id alone (the other columns
+    NULL).
+    """
+    recorded = common.attempts_update_sql(
+        connection, states.SUCCEED, kinds=common.SUCCESS, picks=_JSON["picks"],
+        source=_JSON["source"], assignments=common.SUCCEED_ASSIGNMENTS,
+    )  # fmt: skip
+    return f"""
+        WITH recorded AS ({recorded}), {_claim_ctes(connection, queue_count)}
+        SELECT id, attempts, name, backend, row FROM (
+            SELECT 0 AS kind, id, attempts, name, backend, row, priority, run_after
+            FROM claimed
+            UNION ALL
+            SELECT 1, id, NULL, NULL, NULL, NULL, NULL, NULL FROM recorded
+        ) AS out ORDER BY kind, priority DESC, run_after
+    """
+
+
+def claim_tasks(cursor, connection, **values) -> list[tuple]:
+    """Claim due rows (``values``: the keywords of ``common.claim_params``).
+
+    Returns ``(id, attempts, name, backend, row JSON text)`` per task, highest priority first.
+    """
+    sql = claim_sql(connection, len(values["queues"]))
+    cursor.execute(sql, common.claim_params(connection, **values))
+    return cursor.fetchall()
+
+
+def record_and_claim_tasks(cursor, connection, successes, **values) -> tuple[list, list]:
+    """Record ``successes`` (rows of ``common.SUCCESS``) and claim, in one statement: one round
+    trip and one commit for both; a fault leaves both undone.
+
+    Returns the claimed rows, as ``claim_tasks``, and the ids of the successes recorded.
+    """
+    _, recording = succeed_attempts(connection, states.SUCCEED, successes, now=values["now"])
+    sql = record_and_claim_sql(connection, len(values["queues"]))
+    cursor.execute(sql, [*recording, *common.claim_params(connection, **values)])
+    rows = cursor.fetchall()
+    return [row for row in rows if row[1] is not None], [row[0] for row in rows if row[1] is None]
+
+
+def is_busy(exc: Exception) -> bool:
+    """Whether ``exc`` says the database was busy with another writer (never, here)."""
+    return False
+
+
+# Outcomes of many attempts --------------------------------------------------------------------
+
+# How the rows of an attempts UPDATE come apart (see ``common.attempts_update_sql``).
+_JSON = {
+    "picks": {
+        "uuid": "(e->>{n})::uuid",
+        "integer": "(e->>{n})::integer",
+        "text": "e->>{n}",
+        "jsonb": "NULLIF(e->{n}, 'null'::jsonb)",  # JSON null: no result, SQL NULL
+        "timestamptz": "(e->>{n})::timestamptz",
+    },
+    "source": "jsonb_array_elements(%s::jsonb) AS e",
+    "to_json": {"uuid": str, "timestamptz": datetime.isoformat},
+}
+
+
+def succeed_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+    """See ``common.succeed_attempts``."""
+    return common.succeed_attempts(connection, transition, rows, now=now, **_JSON)
+
+
+def release_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+    """See ``common.release_attempts``."""
+    return common.release_attempts(connection, transition, rows, now=now, **_JSON)
+
+
+# Inserting ------------------------------------------------------------------------------------
+
+
+def inserts(connection, set_by_enqueue) -> common.Inserts:
+    """The INSERTs of enqueue; ``many`` takes the constant columns, then ids and payloads."""
+    built = common.Inserts(connection, set_by_enqueue)
+    built.native_params = True
+    # A deferred import: the PostgreSQL driver is an optional dependency.
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if is_psycopg3:  # psycopg2 binds on the client only
+        from django.db.backends.postgresql.base import ServerBindingCursor
+
+        built.server_binding = ServerBindingCursor
+    # Many rows: the ids and the payloads travel as two newline-separated texts, split by the
+    # server. JSON text from json.dumps never holds a raw newline, and one long string costs
+    # the driver one escape, where an array of 5,000 costs 5,000.
+    many = ", ".join(
+        {"id": "u.id::uuid", "payload": "u.payload::jsonb"}.get(field.name)
+        or built.literals.get(field.name, "%s")
+        for field in Task._meta.concrete_fields
+    )
+    built.many = (
+        f"INSERT INTO {built.table} ({built.columns}) SELECT {many} FROM unnest("
+        "string_to_array(%s, E'\\n'), string_to_array(%s, E'\\n')) AS u(id, payload)"
+    )
+    return built
+
+
+def insert_many(cursor, connection, built: common.Inserts, constant: dict, rows):
+    """INSERT ``rows`` of (id, payload JSON text) in one statement, other columns from
+    ``constant`` (by field name)."""
+    ids = "\n".join(task_id.hex for task_id, _ in rows)
+    payloads = "\n".join(text for _, text in rows)
+    # The parameters in the order of their placeholders: columns first, then unnest's.
+    params = [constant[f.name] for f in built.variable if f.name not in ("id", "payload")]
+    cursor.execute(built.many, [*params, ids, payloads])
+
+
+# Reading --------------------------------------------------------------------------------------
+
+
+def percentiles_sql(inner: str, start: str, end: str) -> str | None:
+    """Per queue of the rows of ``inner`` (a query with ``queue``, ``start`` and ``end``):
+    ``(queue, p50, p95, count)`` of ``end - start`` in seconds, by ``percentile_cont``."""
+    seconds = f"EXTRACT(EPOCH FROM ({end} - {start}))"
+    return f"""
+        SELECT queue,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY {seconds}),
+               percentile_cont(0.95) WITHIN GROUP (ORDER BY {seconds}),
+               count(*)
+        FROM ({inner}) AS finished
+        GROUP BY queue
+    """
+
+
+# The exception class of the latest attempt: the last entry of the error_details array.
+LAST_EXCEPTION = "(error_details -> -1 ->> 'exception')"
+
+
+def planner_rows(cursor, sql: str, params) -> int | None:
+    """How many rows the planner expects the query ``sql`` to return."""
+    cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+    plan = cursor.fetchone()[0]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def listen_sql(channel: str) -> str:
+    """Subscribe this session to ``channel`` (an identifier, never user input)."""
+    return f"LISTEN {channel}"

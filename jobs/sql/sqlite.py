@@ -1,0 +1,168 @@
+"""The statements as SQLite runs them: one writer at a time, JSON functions, no planner to ask.
+
+The same names as ``jobs.sql.postgresql`` (see ``jobs.sql``). SQLite stores ids as hex, JSON as
+text and datetimes as Django writes them; it cannot sort what an UPDATE returns nor run one in a
+CTE, so a claim's rows are sorted here and recording runs as its own statement.
+"""
+
+import json
+import sqlite3
+import uuid
+
+from django.db.models import JSONField
+
+from jobs import states
+from jobs.models import Task
+from jobs.sql import common
+
+NAME = "sqlite"
+LISTENS = False  # workers poll
+# One writer at a time: a claim in a thread of its own would only contend for the lock
+# (jobs.worker.claimer runs it inline), and a busy database is waited for (``is_busy``).
+ONE_WRITER = True
+RECORDS_WITH_CLAIM = False  # no record_and_claim_tasks: two statements in one transaction
+# This Python's sqlite3 library is the database: its version and functions are checked.
+CHECK_LIBRARY = True
+
+
+# Claiming -------------------------------------------------------------------------------------
+
+# Each claimed row as JSON, as row_to_json gives it on PostgreSQL.
+_ROW_JSON = "json_object({})".format(
+    ", ".join(
+        f"'{field.attname}', "
+        + (f"json({field.column})" if isinstance(field, JSONField) else field.column)
+        for field in Task._meta.concrete_fields
+    )
+)
+
+
+def claim_sql(connection, queue_count: int) -> str:
+    """Claim due rows; parameters: ``common.claim_params``.
+
+    Returns ``(id, attempts, name, backend, priority, run_after, row)`` per claimed task, in no
+    order (``claim_tasks`` sorts them). SQLite runs the whole statement under its single writer
+    lock: nothing to skip.
+    """
+    sources = common.quoted_statuses(states.CLAIM.sources)
+    return f"""
+        WITH picked AS ({common.claim_pick(connection, queue_count)})
+        UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}
+        WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
+        RETURNING id, attempts, name, backend, priority, run_after, {_ROW_JSON}
+    """
+
+
+def claim_tasks(cursor, connection, **values) -> list[tuple]:
+    """Claim due rows (``values``: the keywords of ``common.claim_params``).
+
+    Returns ``(id, attempts, name, backend, row JSON text)`` per task, highest priority first.
+    """
+    sql = claim_sql(connection, len(values["queues"]))
+    cursor.execute(sql, common.claim_params(connection, **values))
+    rows = cursor.fetchall()
+    # Highest priority first, then longest due (run_after as stored sorts as it reads).
+    rows.sort(key=lambda row: (-row[4], row[5]))
+    return [
+        (uuid.UUID(task_id), attempts, name, backend, text)
+        for task_id, attempts, name, backend, _, _, text in rows
+    ]
+
+
+def is_busy(exc: Exception) -> bool:
+    """Whether ``exc`` says the database was busy with another writer: wait and try again."""
+    return "locked" in str(exc)
+
+
+# Outcomes of many attempts --------------------------------------------------------------------
+
+_JSON = {
+    "picks": dict.fromkeys(common.SUCCESS, "json_extract(e.value, '$[{n}]')"),
+    "source": "json_each(%s) AS e",
+    "to_json": {"uuid": lambda value: value.hex, "jsonb": json.dumps},
+}
+
+
+def _with_datetimes(connection) -> dict:
+    # Datetimes go in as Django writes them, so the guard compares like with like.
+    adapt = connection.ops.adapt_datetimefield_value
+    return {**_JSON, "to_json": {**_JSON["to_json"], "timestamptz": adapt}}
+
+
+def succeed_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+    """See ``common.succeed_attempts``."""
+    options = _with_datetimes(connection)
+    return common.succeed_attempts(connection, transition, rows, now=now, **options)
+
+
+def release_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+    """See ``common.release_attempts``."""
+    options = _with_datetimes(connection)
+    return common.release_attempts(connection, transition, rows, now=now, **options)
+
+
+# Inserting ------------------------------------------------------------------------------------
+
+
+def inserts(connection, set_by_enqueue) -> common.Inserts:
+    """The INSERTs of enqueue; ``many`` is ``one``, run once per row by ``insert_many``."""
+    return common.Inserts(connection, set_by_enqueue)
+
+
+def insert_many(cursor, connection, built: common.Inserts, constant: dict, rows):
+    """INSERT ``rows`` of (id, payload JSON text), other columns from ``constant`` (by field
+    name): one compiled statement, run per row."""
+    prepared = {
+        field.name: field.get_db_prep_save(constant[field.name], connection)
+        for field in built.variable
+        if field.name not in ("id", "payload")
+    }
+    cursor.executemany(
+        built.many,
+        [
+            [
+                task_id.hex if field.name == "id" else text if field.name == "payload"
+                else prepared[field.name]
+                for field in built.variable
+            ]
+            for task_id, text in rows
+        ],
+    )  # fmt: skip
+
+
+# Reading --------------------------------------------------------------------------------------
+
+
+def percentiles_sql(inner: str, start: str, end: str) -> str | None:
+    """None: SQLite has no ``percentile_cont`` (``jobs.metrics.durations`` interpolates)."""
+    return None
+
+
+# The exception class of the latest attempt: the last entry of the error_details array.
+LAST_EXCEPTION = "json_extract(error_details, '$[#-1].exception')"
+
+
+def planner_rows(cursor, sql: str, params) -> int | None:
+    """None: SQLite's planner gives no row estimate."""
+    return None
+
+
+def listen_sql(channel: str) -> str:
+    raise NotImplementedError("SQLite has no LISTEN; workers poll (LISTENS is False)")
+
+
+# The library ----------------------------------------------------------------------------------
+
+MINIMUM_VERSION = (3, 35)  # UPDATE ... RETURNING
+
+
+def has_json() -> bool:
+    """Whether this Python's SQLite has the JSON functions a worker's statements use."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.execute("SELECT json_extract(json_object('a', 1), '$.a')")
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
+    return True
