@@ -27,12 +27,11 @@ class _Statements:
     def __init__(self, connection):
         connection.ensure_connection()
         quote = connection.ops.quote_name
-        editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
         self.table = quote(Task._meta.db_table)
         self.columns = ", ".join(quote(field.column) for field in _FIELDS)
         self.variable = [field for field in _FIELDS if field.name in SET_BY_ENQUEUE]
         literals = {
-            field.name: editor.quote_value(field.get_db_prep_save(field.get_default(), connection))
+            field.name: default_literal(field, field.get_default(), connection)
             for field in _FIELDS
             if field.name not in SET_BY_ENQUEUE
         }
@@ -69,6 +68,19 @@ class _Statements:
             self.many_fields = [f for f in self.variable if f.name not in ("id", "payload")]
         else:
             self.many = self.one
+
+
+def default_literal(field, value, connection) -> str:
+    """Write ``value`` of ``field`` as an SQL literal, ready for a statement run with parameters.
+
+    A shortcut into Django's internals: the schema editor's ``quote_value``, as migrations use
+    it for defaults. It pays: 56 µs an INSERT on SQLite against 86 with every default a
+    parameter (docs/performance.md, "Shortcuts into Django's internals"); guarded by
+    tests/db/test_django_shortcuts.py, which reads hostile values back through both databases.
+    ``quote_value`` leaves ``%`` alone, which the driver would read as a placeholder: doubled.
+    """
+    editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
+    return editor.quote_value(field.get_db_prep_save(value, connection)).replace("%", "%%")
 
 
 _statements: dict[str, _Statements] = {}
