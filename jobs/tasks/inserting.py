@@ -19,6 +19,7 @@ SET_BY_ENQUEUE = (
 
 _FIELDS = Task._meta.concrete_fields
 _OWNER = Task._meta.get_field("owner")
+_NAMES = [field.attname for field in _FIELDS]  # from_db reads them only if a value is missing
 
 
 class _Statements:
@@ -102,7 +103,7 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
     """
     connection = connections[using]
     sql = statements(using)
-    params = []
+    params: list[object] = []
     for field in sql.variable:
         name = field.name
         if name == "payload":
@@ -143,7 +144,7 @@ def _cursor(connection, server_binding):
 
 def new_task(values: dict, payload: dict, *, using: str) -> Task:
     """Return the Task instance of a row just inserted from ``values``, as if read back."""
-    row = []
+    row: list[object] = []
     for field in _FIELDS:
         name = field.name
         if name == "payload":
@@ -154,7 +155,7 @@ def new_task(values: dict, payload: dict, *, using: str) -> Task:
             row.append(values[name])
         else:
             row.append(field.get_default())  # a fresh dict or list where the default is one
-    task = Task.from_db(using, None, row)
+    task = Task.from_db(using, _NAMES, row)
     if values["owner"] is not None:
         _OWNER.set_cached_value(task, values["owner"])  # task.owner costs no query
     return task
