@@ -11,6 +11,8 @@ range matters as much as the median):
 - insert: enqueue's INSERT with the model defaults written as literals by the schema editor's
   ``quote_value`` (``jobs.tasks.inserting``), against the same INSERT with every default a
   parameter.
+- cursor (PostgreSQL): that INSERT through Django's ``ServerBindingCursor``, built and wrapped
+  by hand (``jobs.tasks.inserting._cursor``), against ``connection.cursor()``.
 - log warm-up: the private memory a forked child's first log line copies when the supervisor
   formatted (without emitting) the executor's log line before the fork, and when it did not.
   Each run is a fresh process (what was warmed stays warm).
@@ -119,13 +121,31 @@ def bench_insert(runs: int, count: int) -> tuple[list, list]:
         with inserting._cursor(connection, sql.server_binding) as cursor:
             cursor.execute(plain_sql, params)
 
-    short, django = [], []
+    def default_cursor():  # insert_one through Django's own cursor (client-side binding)
+        binding, sql.server_binding = sql.server_binding, None
+        try:
+            literal()
+        finally:
+            sql.server_binding = binding
+
+    def prepared():  # insert_one with psycopg preparing after 5 uses (Django sets None)
+        driver = connection.connection
+        threshold, driver.prepare_threshold = driver.prepare_threshold, 5
+        try:
+            literal()
+        finally:
+            driver.prepare_threshold = threshold
+
+    short, django, cursor, ready = [], [], [], []
+    variants = [(literal, short), (parameters, django)]
+    if sql.server_binding is not None:
+        variants += [(default_cursor, cursor), (prepared, ready)]
     for _ in range(runs):
-        for call, out in ((literal, short), (parameters, django)):
+        for call, out in variants:
             with transaction.atomic():
                 out.append(timed(call, count))
             Task.objects.all().delete()
-    return short, django
+    return short, django, cursor, ready
 
 
 def _made_up_task():
@@ -202,8 +222,14 @@ def main():
     )
     short, plain = bench_decode(options.runs, options.count)
     print(f"decode, µs/task   Task.__new__: {spread(short, 'µs')}   from_db: {spread(plain, 'µs')}")
-    short, plain = bench_insert(options.runs, options.count)
+    short, plain, cursor, ready = bench_insert(options.runs, options.count)
     print(f"insert, µs/task   literals: {spread(short, 'µs')}   parameters: {spread(plain, 'µs')}")
+    if cursor:
+        print(
+            f"insert, µs/task   ServerBindingCursor: {spread(short, 'µs')}   "
+            f"connection.cursor(): {spread(cursor, 'µs')}   "
+            f"ServerBindingCursor, prepare_threshold 5: {spread(ready, 'µs')}"
+        )
     warm, cold = bench_log(options.runs, options.database)
     print(
         f"first log line in a child, KiB copied   formatted before the fork: "

@@ -124,22 +124,25 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
 
 
 def _cursor(connection, server_binding):
-    """A cursor that binds parameters on the server, so psycopg prepares the INSERT.
+    """A cursor that binds parameters on the server, so psycopg can prepare the INSERT.
 
     Django's default psycopg 3 cursor binds on the client: PostgreSQL then parses and plans
     the same 28-column INSERT on every enqueue. A server-side binding cursor lets psycopg
-    prepare it after ``prepare_threshold`` uses (5; ``None`` in the database OPTIONS turns
-    that off, for PgBouncer in transaction mode). It is wrapped like any Django cursor, so
-    execute wrappers and the query log still see the statement.
+    prepare it after ``prepare_threshold`` uses, when the database OPTIONS set one (Django's
+    default, ``None``, prepares nothing, as PgBouncer in transaction mode needs), without
+    switching the whole ORM to ``server_side_binding``. It is wrapped like any Django cursor,
+    so execute wrappers see the statement. While queries are logged (DEBUG), Django's own
+    cursor is used: the log of a prepared statement would read ``None`` as its SQL.
+
+    A shortcut into Django's internals (``ServerBindingCursor``, ``make_cursor``) that pays
+    only with a threshold: 434 µs an enqueue against 703 (docs/performance.md, "Shortcuts into
+    Django's internals"); guarded by tests/db/test_django_shortcuts.py.
     """
-    if server_binding is None:
+    if server_binding is None or connection.queries_logged:
         return connection.cursor()
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    cursor = server_binding(connection.connection)
-    if connection.queries_logged:
-        return connection.make_debug_cursor(cursor)
-    return connection.make_cursor(cursor)
+    return connection.make_cursor(server_binding(connection.connection))
 
 
 def new_task(values: dict, payload: dict, *, using: str) -> Task:

@@ -12,6 +12,7 @@ import logging
 import pytest
 from django.db import connection
 from django.db.models.signals import post_init
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.models import Task
@@ -187,3 +188,44 @@ def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothi
     assert reached.stream.getvalue() == text + reached.terminator
     logging.getLogger("jobs.execution.executor").info("a line")  # the same handlers, emitting
     assert [bool(h.stream.getvalue()) for h in (reached, too_high, beyond)] == [True, False, False]
+
+
+def test_the_owner_given_to_enqueue_is_cached_on_the_task_it_returns(django_assert_num_queries):
+    """Field.set_cached_value (inserting.py): task.owner costs no query."""
+    owner = UserFactory()
+    task = tasks.add.using(owner=owner).enqueue(1, 2)
+    with django_assert_num_queries(0):
+        assert task.owner is owner
+
+
+def test_enqueue_statements_are_prepared_by_the_server(postgres_only, monkeypatch):
+    """ServerBindingCursor wrapped by hand (inserting.py): prepared, seen by execute wrappers."""
+    connection.ensure_connection()
+    # What "prepare_threshold": 5 in the database OPTIONS gives (Django's default is None).
+    monkeypatch.setattr(connection.connection, "prepare_threshold", 5)
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        for number in range(8):  # psycopg prepares a statement on its 6th use
+            tasks.add.enqueue(number, 1)
+    assert len([sql for sql in seen if sql.startswith("INSERT")]) == 8
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO %%'"
+        )
+        assert cursor.fetchone()[0] >= 1
+
+
+def test_the_query_log_shows_every_enqueue_statement(monkeypatch):
+    """While queries are logged, each INSERT is there with its SQL (never None)."""
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        monkeypatch.setattr(connection.connection, "prepare_threshold", 5)
+    with CaptureQueriesContext(connection) as logged:
+        for number in range(8):
+            tasks.add.enqueue(number, 1)
+    assert [query["sql"][:11] for query in logged.captured_queries] == ["INSERT INTO"] * 8
