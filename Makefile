@@ -81,4 +81,4 @@ test-package: install
 		--python $(PYTHON) $$(.ci/find-newer-python --all | sed 's/^/--python /')
 
 clean:
-	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache build dist *.egg-info docs/_build
+	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info docs/_build
