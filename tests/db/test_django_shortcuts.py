@@ -169,7 +169,9 @@ class _Recording(logging.StreamHandler):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothing(monkeypatch):
+def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothing(
+    monkeypatch, caplog
+):
     """Formatted before the fork (warmup.py): what those handlers write, and only them."""
     reached = _Recording(logging.INFO)
     too_high = _Recording(logging.ERROR)
@@ -178,7 +180,7 @@ def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothi
     monkeypatch.setattr(middle, "handlers", [reached, too_high])
     monkeypatch.setattr(middle, "propagate", False)  # so "beyond", above it, is not reached
     monkeypatch.setattr(logging.getLogger("jobs"), "handlers", [beyond])
-    monkeypatch.setattr(logging.getLogger("jobs.execution.executor"), "level", logging.INFO)
+    caplog.set_level(logging.INFO, logger="jobs.execution.executor")  # whatever JOBS_LOG_LEVEL
     warmup.warm_children_path()
     assert [handler.stream.getvalue() for handler in (reached, too_high, beyond)] == ["", "", ""]
     assert reached.formatted
