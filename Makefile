@@ -28,9 +28,9 @@ demo: install
 	$(PY) manage.py runworker & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 		$(PY) manage.py runserver 127.0.0.1:8000
 
-# The whole suite: lint, type check, migrations check, the documentation site, then every test on SQLite
-# and on PostgreSQL, and again with Django 6 on a newer Python when the machine has one; then,
-# once, the package.
+# The whole suite: lint, type check, migrations check, the documentation site, then every test
+# on SQLite and on PostgreSQL, and again with Django 6 on a newer Python when the machine has
+# one; then, once, the package.
 test: lint typecheck migrations-check docs test-sqlite test-postgres test-newest-python test-package
 
 lint: install
