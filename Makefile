@@ -8,7 +8,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/jobs
 SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-sqlite test-postgres lint migrations-check docs postgres chromium test-newest-python test-package clean
+.PHONY: install demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium test-newest-python test-package clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,14 +28,18 @@ demo: install
 	$(PY) manage.py runworker & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 		$(PY) manage.py runserver 127.0.0.1:8000
 
-# The whole suite: lint, migrations check, the documentation site, then every test on SQLite
-# and on PostgreSQL, and again with Django 6 on a newer Python when the machine has one; then,
-# once, the package.
-test: lint migrations-check docs test-sqlite test-postgres test-newest-python test-package
+# The whole suite: lint, type check, migrations check, the documentation site, then every test
+# on SQLite and on PostgreSQL, and again with Django 6 on a newer Python when the machine has
+# one; then, once, the package.
+test: lint typecheck migrations-check docs test-sqlite test-postgres test-newest-python test-package
 
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy with django-stubs over the jobs package, configured in pyproject.toml ([tool.mypy]).
+typecheck: install
+	$(VENV)/bin/mypy
 
 migrations-check: install
 	DJANGO_SETTINGS_MODULE=tests.settings $(PY) manage.py makemigrations --check --dry-run
@@ -77,4 +81,4 @@ test-package: install
 		--python $(PYTHON) $$(.ci/find-newer-python --all | sed 's/^/--python /')
 
 clean:
-	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache build dist *.egg-info docs/_build
+	rm -rf .venv .venv-newest var/*.sqlite3* .pytest_cache .ruff_cache .mypy_cache build dist *.egg-info docs/_build

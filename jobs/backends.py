@@ -34,14 +34,16 @@ try:  # Django >= 6.0
     from django.tasks.exceptions import TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # Django 5.2 with the django-tasks backport
-    from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
-    from django_tasks.backends.base import BaseTaskBackend
-    from django_tasks.base import Task as DjangoTask
-    from django_tasks.base import TaskError
-    from django_tasks.exceptions import TaskResultDoesNotExist
+    # The backport's classes stand in for django.tasks' on Django 5.2; the stubs know only the
+    # latter, hence the ignores (assignment: another class under the same name).
+    from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends  # type: ignore[assignment]
+    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
+    from django_tasks.base import Task as DjangoTask  # type: ignore[assignment]
+    from django_tasks.base import TaskError  # type: ignore[assignment]
+    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[assignment]
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
-STATUS_MAP = {
+STATUS_MAP: dict[str, TaskResultStatus] = {
     Status.PENDING: TaskResultStatus.READY,
     Status.RETRYING: TaskResultStatus.READY,
     Status.RUNNING: TaskResultStatus.RUNNING,
@@ -139,7 +141,7 @@ def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
     worker_ids = [entry.get("worker_id", "") for entry in row.error_details]
     if row.attempts > len(worker_ids):
         worker_ids.append(row.worker_id)
-    result = TaskResult(
+    result: TaskResult = TaskResult(
         task=task.using(priority=row.priority, queue_name=row.queue, backend=row.backend),
         id=str(row.pk),
         status=STATUS_MAP[row.status],

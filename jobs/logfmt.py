@@ -94,19 +94,19 @@ def render(record: logging.LogRecord) -> str:
     args = record.args
     if not args or isinstance(args, dict) or not isinstance(record.msg, str):
         return record.getMessage()
-    args = list(args)
+    values: list[object] = list(args)
     index = 0
     for match in _PLACEHOLDER.finditer(record.msg):
         if match.group("conv") == "%":
             continue
-        if index >= len(args):
+        if index >= len(values):
             return record.getMessage()
         # Only a placeholder right after "key=" is a whole value; "%s%s" glued on is text.
         if match.group("conv") in "sr" and record.msg[: match.start()].endswith("="):
-            args[index] = _Quoted(args[index])
+            values[index] = _Quoted(values[index])
         index += 1
     try:
-        return record.msg % tuple(args)
+        return record.msg % tuple(values)
     except (TypeError, ValueError):
         return record.getMessage()
 

@@ -91,6 +91,8 @@ class Task(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = TaskQuerySet.as_manager()
+    # Set on what enqueue returns: False when an idempotency key found an existing task.
+    created: bool
 
     class Meta:
         ordering = ["-created_at"]

@@ -22,13 +22,13 @@ from jobs.states import Status
 # one chunk load, many enough that 100,000 tasks take 100 round trips.
 CHUNK_SIZE = 1000
 
-RETRY_REASONS = {
+RETRY_REASONS: dict[str, str] = {
     Status.PENDING: "already waiting",
     Status.RETRYING: "already waiting to retry",
     Status.RUNNING: "already running",
     Status.SUCCEEDED: "already succeeded",
 }
-CANCEL_REASONS = {
+CANCEL_REASONS: dict[str, str] = {
     Status.SUCCEEDED: "already succeeded",
     Status.FAILED: "already failed",
     Status.CANCELLED: "already cancelled",
@@ -85,7 +85,10 @@ def cancel(queryset, *, now=None) -> ActionReport:
     for chunk in chunks(queryset):
         counts = transitions.cancel_many(chunk, now=now)
         cancelled, requested = cancelled + counts.cancelled, requested + counts.requested
-    reasons = {**CANCEL_REASONS, "stop requested": "cancellation already requested"}
+    reasons: dict[str, str] = {
+        **CANCEL_REASONS,
+        "stop requested": "cancellation already requested",
+    }
     skipped = _reasons(queryset, now, states.CANCEL.sources | {Status.RUNNING}, reasons)
     return ActionReport(done=cancelled, verb="cancelled", requested=requested, skipped=skipped)
 

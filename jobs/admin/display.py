@@ -8,7 +8,7 @@ from django.utils.html import format_html, format_html_join
 from jobs.states import Status
 
 # Colours of the status badges; the stylesheet (static/jobs/admin/jobs.css) holds the palette.
-BADGE_CLASSES = {
+BADGE_CLASSES: dict[str, str] = {
     Status.PENDING: "waiting",
     Status.RETRYING: "waiting",
     Status.RUNNING: "running",

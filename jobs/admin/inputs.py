@@ -9,6 +9,8 @@ and every word adds conditions to the query, so a search is cut to ``MAX_SEARCH_
 and ``MAX_SEARCH_TERMS``, with a notice.
 """
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.views.main import ERROR_FLAG
@@ -28,6 +30,8 @@ def has_nul(data) -> bool:
 
 class HostileInputAdmin:
     """Mix into a ModelAdmin: changelists, detail pages and actions survive any input."""
+
+    message_user: Callable[..., None]  # the ModelAdmin's
 
     def bounded_search_term(self, request, search_term: str) -> str:
         """Return ``search_term`` cut to the search limits; say so on the page if it was cut."""

@@ -11,6 +11,7 @@ from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from jobs import states
 from jobs.admin import actions, dashboard, display, select_all
@@ -229,9 +230,21 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
             raise PermissionDenied
         task = self.get_object(request, unquote(object_id))
         if task is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._missing(request, object_id)
         self._report(request, action(Task.objects.filter(pk=task.pk)))
         return redirect(reverse("admin:jobs_task_change", args=[quote(task.pk)]))
+
+    def _missing(self, request, object_id):
+        """Warn and go to the admin's index, as its change page does for a deleted object.
+
+        Django's own ``_get_obj_does_not_exist_redirect`` is private and this path is not hot:
+        the same message (Django's translation of it) through public calls instead.
+        """
+        # Django's msgid, character for character, so that its catalogues translate it.
+        message = gettext("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?")  # noqa: RUF001
+        name, key = self.opts.verbose_name, unquote(object_id)
+        self.message_user(request, message % {"name": name, "key": key}, messages.WARNING)
+        return redirect(reverse("admin:index", current_app=self.admin_site.name))
 
     def dashboard_view(self, request):
         if not self.has_view_permission(request):

@@ -3,6 +3,7 @@
 import math
 import time
 from contextlib import contextmanager
+from typing import cast
 
 from django.db import DatabaseError, router
 from django.utils import timezone
@@ -17,7 +18,7 @@ from jobs.tasks.payload import check_name, clean_text, validate_json
 # The largest progress count the column holds on every database (PostgreSQL's integer).
 MAX_PROGRESS = 2**31 - 1
 _MESSAGE_LENGTH = Task._meta.get_field("progress_message").max_length
-STEP_NAME_LENGTH = TaskStep._meta.get_field("name").max_length
+STEP_NAME_LENGTH = cast(int, TaskStep._meta.get_field("name").max_length)  # a CharField's
 
 
 def _progress_counts(current, total) -> tuple[int, int | None]:
@@ -88,7 +89,7 @@ class TaskContext:
         """
         task = self.task
         task.progress_current, task.progress_total = _progress_counts(current, total)
-        done = total is not None and task.progress_current >= task.progress_total
+        done = task.progress_total is not None and task.progress_current >= task.progress_total
         task.progress_message = clean_text(message, _MESSAGE_LENGTH)
         now = self._clock()
         recent = self._last_write is not None and now - self._last_write < self.min_write_interval

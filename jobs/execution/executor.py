@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,13 +39,13 @@ SUCCEEDED, RETRYING, FAILED, CANCELLED = "succeeded", "retrying", "failed", "can
 class Runnable:
     """A task resolved from its record, whichever way it was defined."""
 
-    call: object  # callable(task) -> result
+    call: Callable[[Task], object]
     backoff: Backoff
     transient: tuple = ()
     timeout: float | None = None
     # Called when the attempt starts, and after its outcome is recorded (Django Tasks signals).
-    on_start: object = None
-    on_finish: object = None
+    on_start: Callable[[Task], object] | None = None
+    on_finish: Callable[[Task], object] | None = None
 
 
 @dataclass
@@ -72,7 +73,8 @@ def resolve(task: Task) -> Runnable:
     return cached[1]
 
 
-_runnables = {}  # name -> (TaskDefinition, Runnable): a worker resolves every task it runs
+# name -> (TaskDefinition, Runnable): a worker resolves every task it runs
+_runnables: dict[str, tuple[object, Runnable]] = {}
 
 
 def _runnable_of(definition) -> Runnable:
@@ -119,6 +121,7 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
     except BaseException as exc:  # the task's outcome, whatever it raised
         outcome = outcome_for_exception(task, exc, runnable)
         if not isinstance(exc, Exception):
+            assert outcome.error is not None  # outcome_for_exception always records one
             outcome.unsettled = f"the task raised {outcome.error.exception}"
     if os.getpid() != process:
         _leave_forked_process(task, outcome)
@@ -152,7 +155,7 @@ def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | N
         transient = runnable is not None and is_transient(exc, runnable.transient)
         will_retry = transient and task.attempts < task.max_attempts
         message = user_message(exc, will_retry)
-        retry_in = runnable.backoff.delay(task.attempts) if will_retry else 0.0
+        retry_in = runnable.backoff.delay(task.attempts) if will_retry and runnable else 0.0
     except Exception:
         logger.exception("classifying the task's exception failed id=%s", task.pk)
         transient = will_retry = False
@@ -190,6 +193,7 @@ def record(task: Task, outcome: Outcome) -> bool:
 def _write(task: Task, outcome: Outcome, now) -> bool:
     if outcome.kind == CANCELLED:
         return transitions.cancel_running(task, now=now)
+    assert outcome.error is not None  # a retry or a failure always carries its error
     if outcome.kind == RETRYING:
         run_after = now + timedelta(seconds=outcome.retry_in)
         return transitions.retry_later(task, outcome.error, run_after, now=now)
@@ -288,6 +292,7 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
     except BaseException as exc:  # its module failed to import, say
         runnable, outcome = None, outcome_for_exception(task, _import_failure(task, exc), None)
         if not isinstance(exc, Exception):
+            assert outcome.error is not None  # outcome_for_exception always records one
             outcome.unsettled = f"importing the task raised {outcome.error.exception}"
     else:
         outcome = execute(task, runnable)

@@ -267,7 +267,7 @@ def _sync(spec: PeriodicTask, now) -> Schedule:
             )
         except IntegrityError:  # another worker created it between the two statements
             row = Schedule.objects.get(pk=spec.name)
-    changed = {k: v for k, v in declared_fields.items() if getattr(row, k) != v}
+    changed: dict[str, object] = {k: v for k, v in declared_fields.items() if getattr(row, k) != v}
     if changed or row.next_run_at is None or row.next_run_at <= now:
         changed["next_run_at"] = spec.next_slot(now)
         Schedule.objects.filter(pk=spec.name).update(**changed, updated_at=now)

@@ -9,6 +9,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import cast
 
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -49,7 +50,8 @@ def retention(overrides=None) -> dict:
             f"JOBS_PRUNE_AFTER must be a dict of retentions by status, got {setting!r}."
         )
     # Statuses the project's setting leaves out keep the default retention.
-    configured = {**DEFAULTS["PRUNE_AFTER"], **setting, **(overrides or {})}
+    default = cast(dict, DEFAULTS["PRUNE_AFTER"])  # conf.DEFAULTS holds a dict there
+    configured = {**default, **setting, **(overrides or {})}
     result = {}
     for status, value in configured.items():
         if status not in PRUNABLE:

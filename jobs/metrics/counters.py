@@ -29,7 +29,7 @@ def increment(event: str, queue: str, by: int = 1) -> None:
 
 def totals() -> dict[str, dict[str, int]]:
     """Return ``{event: {queue: total}}`` for every event, queues with no events left out."""
-    found = {event: {} for event in EVENTS}
+    found: dict[str, dict[str, int]] = {event: {} for event in EVENTS}
     for event, queue, value in EventCounter.objects.values_list("event", "queue", "value"):
         found.setdefault(event, {})[queue] = value
     return found

@@ -150,6 +150,20 @@ def release_attempts(connection, transition, rows, *, now, picks, source, to_jso
 # Inserting ------------------------------------------------------------------------------------
 
 
+def default_literal(field, value, connection) -> str:
+    """Write ``value`` of ``field`` as an SQL literal, ready for a statement run with parameters.
+
+    A shortcut into Django's internals: the schema editor's ``quote_value``, as migrations use
+    it for defaults. It pays: an INSERT takes 61 µs on SQLite and 282 on PostgreSQL, against 72
+    and 360 with every default a parameter (docs/performance.md, "Shortcuts into Django's
+    internals"); guarded by tests/db/test_django_shortcuts.py, which reads hostile values back
+    through both databases.
+    ``quote_value`` leaves ``%`` alone, which the driver would read as a placeholder: doubled.
+    """
+    editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
+    return editor.quote_value(field.get_db_prep_save(value, connection)).replace("%", "%%")
+
+
 class Inserts:
     """The INSERTs of enqueue for one database, built once: literals for the defaults.
 
@@ -160,13 +174,12 @@ class Inserts:
     def __init__(self, connection, set_by_enqueue):
         connection.ensure_connection()
         quote = connection.ops.quote_name
-        editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
         fields = Task._meta.concrete_fields
         self.table = task_table(connection)
         self.columns = ", ".join(quote(field.column) for field in fields)
         self.variable = [field for field in fields if field.name in set_by_enqueue]
         self.literals = {
-            field.name: editor.quote_value(field.get_db_prep_save(field.get_default(), connection))
+            field.name: default_literal(field, field.get_default(), connection)
             for field in fields
             if field.name not in set_by_enqueue
         }

@@ -22,6 +22,7 @@ SET_BY_ENQUEUE = (
 
 _FIELDS = Task._meta.concrete_fields
 _OWNER = Task._meta.get_field("owner")
+_NAMES = [field.attname for field in _FIELDS]  # from_db reads them only if a value is missing
 
 # Per database alias: its statements module and the INSERTs it built (jobs.sql).
 _statements: dict[str, tuple] = {}
@@ -44,7 +45,7 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
     """
     connection = connections[using]
     built = statements(using)
-    params = []
+    params: list[object] = []
     for field in built.variable:
         name = field.name
         if name == "payload":
@@ -65,27 +66,30 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
 
 
 def _cursor(connection, server_binding):
-    """A cursor that binds parameters on the server, so psycopg prepares the INSERT.
+    """A cursor that binds parameters on the server, so psycopg can prepare the INSERT.
 
     Django's default psycopg 3 cursor binds on the client: PostgreSQL then parses and plans
     the same 28-column INSERT on every enqueue. A server-side binding cursor lets psycopg
-    prepare it after ``prepare_threshold`` uses (5; ``None`` in the database OPTIONS turns
-    that off, for PgBouncer in transaction mode). It is wrapped like any Django cursor, so
-    execute wrappers and the query log still see the statement.
+    prepare it after ``prepare_threshold`` uses, when the database OPTIONS set one (Django's
+    default, ``None``, prepares nothing, as PgBouncer in transaction mode needs), without
+    switching the whole ORM to ``server_side_binding``. It is wrapped like any Django cursor,
+    so execute wrappers see the statement. While queries are logged (DEBUG), Django's own
+    cursor is used: the log of a prepared statement would read ``None`` as its SQL.
+
+    A shortcut into Django's internals (``ServerBindingCursor``, ``make_cursor``) that pays
+    only with a threshold: 434 µs an enqueue against 697 (docs/performance.md, "Shortcuts into
+    Django's internals"); guarded by tests/db/test_django_shortcuts.py.
     """
-    if server_binding is None:
+    if server_binding is None or connection.queries_logged:
         return connection.cursor()
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    cursor = server_binding(connection.connection)
-    if connection.queries_logged:
-        return connection.make_debug_cursor(cursor)
-    return connection.make_cursor(cursor)
+    return connection.make_cursor(server_binding(connection.connection))
 
 
 def new_task(values: dict, payload: dict, *, using: str) -> Task:
     """Return the Task instance of a row just inserted from ``values``, as if read back."""
-    row = []
+    row: list[object] = []
     for field in _FIELDS:
         name = field.name
         if name == "payload":
@@ -96,9 +100,12 @@ def new_task(values: dict, payload: dict, *, using: str) -> Task:
             row.append(values[name])
         else:
             row.append(field.get_default())  # a fresh dict or list where the default is one
-    task = Task.from_db(using, None, row)
+    task = Task.from_db(using, _NAMES, row)
     if values["owner"] is not None:
-        _OWNER.set_cached_value(task, values["owner"])  # task.owner costs no query
+        # task.owner costs no query. Not ``task.owner = owner``: that also runs the router's
+        # relation check (docs/performance.md, "Shortcuts into Django's internals"; guarded by
+        # tests/db/test_django_shortcuts.py).
+        _OWNER.set_cached_value(task, values["owner"])
     return task
 
 

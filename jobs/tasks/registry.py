@@ -6,6 +6,7 @@ import os
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.db import IntegrityError, router, transaction
 from django.utils import timezone
@@ -286,7 +287,7 @@ def check_fields(values: dict | None = None, **fields) -> dict:
     for name in ("name", "backend", "idempotency_key"):
         value = values.get(name)
         if value is not None and (value or name != "backend"):
-            check_name(value, name.replace("_", " "), _COLUMNS[name].max_length)
+            check_name(value, name.replace("_", " "), cast(int, _COLUMNS[name].max_length))
     for name, (low, high) in INT_RANGES.items():
         if name in values:
             check_int(values[name], name.replace("_", " "), low, high)

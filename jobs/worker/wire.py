@@ -75,6 +75,9 @@ def task_from_values(values: dict) -> Task:
     using = router.db_for_write(Task)
     if post_init.has_listeners(Task):
         return Task.from_db(using, list(converted), list(converted.values()))
+    # A shortcut into Django's internals that pays: 5.0 µs a task against 8.7 for from_db
+    # (docs/performance.md, "Shortcuts into Django's internals"); guarded by
+    # tests/db/test_django_shortcuts.py, which compares it with the instance Django builds.
     task = Task.__new__(Task)
     task.__dict__.update(converted)
     task._state = ModelState()

@@ -2,6 +2,7 @@
 
 import threading
 import time
+import uuid
 from unittest import mock
 
 import pytest
@@ -220,3 +221,18 @@ def test_a_task_that_finishes_during_a_bulk_cancel_keeps_its_outcome(postgres_on
     assert task.result == 42
     assert task.cancel_requested_at is None
     assert found["report"].message() == "0 tasks cancelled; 1 skipped: already succeeded"
+
+
+@pytest.mark.parametrize("view", ["admin:jobs_task_retry", "admin:jobs_task_cancel"])
+def test_a_detail_button_on_a_deleted_task_says_so_as_the_admin_does(login, view):
+    """As the admin's own change page does for a missing object: a warning, then its index."""
+    client = login("retry_task", "cancel_task")
+    missing = uuid.uuid4()
+    response = client.post(reverse(view, args=[missing]))
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:index")
+    own = client.get(reverse("admin:jobs_task_change", args=[missing]))  # Django's own way
+    assert own["Location"] == response["Location"]
+    said = [str(m) for m in get_messages(response.wsgi_request)]
+    assert said == [f"task with ID “{missing}” doesn’t exist. Perhaps it was deleted?"]  # noqa: RUF001
+    assert [str(m) for m in get_messages(own.wsgi_request)][-1] == said[0]

@@ -1,0 +1,249 @@
+"""Guards of the shortcuts into Django's internals: each fails if a Django release moves the ground.
+
+Verdicts and figures: docs/performance.md, "Shortcuts into Django's internals"; the benchmark is
+benchmarks/django_shortcuts.py.
+"""
+
+import datetime
+import inspect
+import io
+import json
+import logging
+
+import pytest
+from django.db import connection
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from jobs.models import Task
+from jobs.sql.common import default_literal
+from jobs.tasks import inserting
+from jobs.worker import warmup
+from jobs.worker.wire import task_from_values
+from tests.factories import TaskFactory, UserFactory
+from tests.helpers import claim_for_dispatch
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE_TEXT = [
+    "",
+    "it's",
+    "''; DROP TABLE jobs_task; --",
+    'back\\slash \\\' and "double"',
+    "100% %s %(name)s %% %",
+    "line\nbreak\ttab\r",
+    "é ü ß 漢字 🙂 \u202e",
+    "E'\\x41' $$dollar$$ $tag$x$tag$",
+]
+
+
+def _claimed_row():
+    TaskFactory(
+        payload={"args": [1.5, "é", None], "kwargs": {"nested": {"a": [1, 2]}}},
+        summary="Import of contacts.csv",
+        owner=UserFactory(),
+        steps={"parse": {"done": True}},
+        progress_total=10,
+        idempotency_key="key-1",
+        result={"rows": 3},
+    )
+    (claimed,) = claim_for_dispatch("w", 1, lease_seconds=30)
+    return claimed, json.loads(claimed.row)
+
+
+def _built_by_django(values):
+    """What ``task_from_values`` returns when a post_init receiver waits: ``Task.from_db``'s."""
+
+    def receiver(**kwargs):
+        pass
+
+    post_init.connect(receiver, sender=Task, weak=False, dispatch_uid="shortcut-guard")
+    try:
+        return task_from_values(values)
+    finally:
+        post_init.disconnect(sender=Task, dispatch_uid="shortcut-guard")
+
+
+def test_a_task_built_the_short_way_is_the_instance_django_builds():
+    """Task.__new__ + ModelState (wire.py): the same __dict__ and _state as Model.from_db's."""
+    claimed, values = _claimed_row()
+    assert not post_init.has_listeners(Task)  # else the short way is not taken
+    short = task_from_values(values)
+    plain = _built_by_django(values)
+    fetched = Task.objects.get(pk=claimed.id)
+    assert type(short) is Task
+    # ModelState makes some attributes on first read (fields_cache; fetch_mode since Django
+    # 6.1, which a query sets and from_db leaves to its default): read each, so that absent and
+    # default compare equal, and anything Django sets otherwise still shows.
+    lazy = [
+        name
+        for name, value in vars(ModelState).items()
+        if not name.startswith("__")
+        and not inspect.isfunction(value)
+        and hasattr(type(value), "__get__")
+    ]
+    assert "fields_cache" in lazy
+    for task in (short, plain, fetched):
+        for name in lazy:
+            getattr(task._state, name)
+        assert task._state.fields_cache == {}
+    without_state = [
+        {key: value for key, value in vars(task).items() if key != "_state"}
+        for task in (short, plain, fetched)
+    ]
+    assert without_state[0] == without_state[1] == without_state[2]
+    assert vars(short._state) == vars(plain._state) == vars(fetched._state)
+    assert (short._state.db, short._state.adding) == ("default", False)
+    assert short.get_deferred_fields() == set()
+
+
+def test_a_task_built_the_short_way_refreshes_saves_and_follows_relations():
+    claimed, values = _claimed_row()
+    short = task_from_values(values)
+    assert short.owner == Task.objects.get(pk=claimed.id).owner
+    short.progress_message = "half"
+    short.save(update_fields=["progress_message"])  # an UPDATE of the row, not an INSERT
+    assert Task.objects.get(pk=claimed.id).progress_message == "half"
+    Task.objects.filter(pk=claimed.id).update(progress_current=7)
+    short.refresh_from_db()
+    assert short.progress_current == 7
+    assert Task.objects.count() == 1
+
+
+def _select_literal(literal):
+    # Executed with parameters, as enqueue's INSERT is: a bare % would be a placeholder.
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {literal}, %s", [1])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXT)
+def test_quote_value_round_trips_hostile_text_through_the_database(text):
+    """The schema editor's quote_value (inserting.py): the literal reads back as the value."""
+    field = Task._meta.get_field("last_error")
+    literal = default_literal(field, text, connection)
+    assert _select_literal(literal) == text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{}, [], {"it's": ["%s", "\\", '"', None, 1.5, True]}, [{"é🙂": "$$"}], None],
+)
+def test_quote_value_round_trips_json_through_the_database(value):
+    field = Task._meta.get_field("error_details")
+    literal = default_literal(field, value, connection)
+    fetched = _select_literal(literal)
+    assert (json.loads(fetched) if isinstance(fetched, str) else fetched) == value
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("attempts", 0),
+        ("progress_total", None),
+        ("result_public", False),
+        ("lease_expires_at", None),
+    ],
+)
+def test_quote_value_round_trips_numbers_booleans_and_null(name, value):
+    field = Task._meta.get_field(name)
+    fetched = _select_literal(default_literal(field, value, connection))
+    assert fetched == value or (fetched == 0 and value is False)
+
+
+def test_every_default_written_as_a_literal_reads_back_as_the_model_default():
+    """Through the public enqueue and enqueue_many: every column enqueue leaves to its default."""
+    one = tasks.add.enqueue(1, 2)
+    many = tasks.add.enqueue_many([((3, 4), {})])
+    expected = Task(name=tasks.add.name, run_after=timezone.now())
+    for pk in [one.pk, *many]:  # enqueue_many returns the ids
+        stored = Task.objects.get(pk=pk)
+        for field in Task._meta.concrete_fields:
+            if field.name not in inserting.SET_BY_ENQUEUE:
+                assert getattr(stored, field.attname) == getattr(expected, field.attname), (
+                    field.name
+                )
+    assert isinstance(stored.run_after, datetime.datetime)
+
+
+class _Recording(logging.StreamHandler):
+    """A handler that keeps what it formats; its stream shows what it emits."""
+
+    def __init__(self, level):
+        super().__init__(io.StringIO())
+        self.setLevel(level)
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+        self.formatted = []
+
+    def format(self, record):
+        text = super().format(record)
+        self.formatted.append((record, text))
+        return text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothing(
+    monkeypatch, caplog
+):
+    """Formatted before the fork (warmup.py): what those handlers write, and only them."""
+    reached = _Recording(logging.INFO)
+    too_high = _Recording(logging.ERROR)
+    beyond = _Recording(logging.DEBUG)
+    middle = logging.getLogger("jobs.execution")
+    monkeypatch.setattr(middle, "handlers", [reached, too_high])
+    monkeypatch.setattr(middle, "propagate", False)  # so "beyond", above it, is not reached
+    monkeypatch.setattr(logging.getLogger("jobs"), "handlers", [beyond])
+    caplog.set_level(logging.INFO, logger="jobs.execution.executor")  # whatever JOBS_LOG_LEVEL
+    warmup.warm_children_path()
+    assert [handler.stream.getvalue() for handler in (reached, too_high, beyond)] == ["", "", ""]
+    assert reached.formatted
+    assert (too_high.formatted, beyond.formatted) == ([], [])
+    record, text = reached.formatted[-1]
+    reached.handle(record)
+    assert reached.stream.getvalue() == text + reached.terminator
+    logging.getLogger("jobs.execution.executor").info("a line")  # the same handlers, emitting
+    assert [bool(h.stream.getvalue()) for h in (reached, too_high, beyond)] == [True, False, False]
+
+
+def test_the_owner_given_to_enqueue_is_cached_on_the_task_it_returns(django_assert_num_queries):
+    """Field.set_cached_value (inserting.py): task.owner costs no query."""
+    owner = UserFactory()
+    task = tasks.add.using(owner=owner).enqueue(1, 2)
+    with django_assert_num_queries(0):
+        assert task.owner is owner
+
+
+def test_enqueue_statements_are_prepared_by_the_server(postgres_only, monkeypatch):
+    """ServerBindingCursor wrapped by hand (inserting.py): prepared, seen by execute wrappers."""
+    connection.ensure_connection()
+    # What "prepare_threshold": 5 in the database OPTIONS gives (Django's default is None).
+    monkeypatch.setattr(connection.connection, "prepare_threshold", 5)
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        for number in range(8):  # psycopg prepares a statement on its 6th use
+            tasks.add.enqueue(number, 1)
+    assert len([sql for sql in seen if sql.startswith("INSERT")]) == 8
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO %%'"
+        )
+        assert cursor.fetchone()[0] >= 1
+
+
+def test_the_query_log_shows_every_enqueue_statement(monkeypatch):
+    """While queries are logged, each INSERT is there with its SQL (never None)."""
+    if connection.vendor == "postgresql":
+        connection.ensure_connection()
+        monkeypatch.setattr(connection.connection, "prepare_threshold", 5)
+    with CaptureQueriesContext(connection) as logged:
+        for number in range(8):
+            tasks.add.enqueue(number, 1)
+    assert [query["sql"][:11] for query in logged.captured_queries] == ["INSERT INTO"] * 8
