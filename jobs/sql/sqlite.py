@@ -8,6 +8,7 @@ CTE, so a claim's rows are sorted here and recording runs as its own statement.
 import json
 import sqlite3
 import uuid
+from typing import Any
 
 from django.db.models import JSONField
 
@@ -31,7 +32,7 @@ CHECK_LIBRARY = True
 _ROW_JSON = "json_object({})".format(
     ", ".join(
         f"'{field.attname}', "
-        + (f"json({field.column})" if isinstance(field, JSONField) else field.column)
+        + (f"json({field.column})" if isinstance(field, JSONField) else str(field.column))
         for field in Task._meta.concrete_fields
     )
 )
@@ -76,7 +77,7 @@ def is_busy(exc: Exception) -> bool:
 
 # Outcomes of many attempts --------------------------------------------------------------------
 
-_JSON = {
+_JSON: dict[str, Any] = {
     "picks": dict.fromkeys(common.SUCCESS, "json_extract(e.value, '$[{n}]')"),
     "source": "json_each(%s) AS e",
     "to_json": {"uuid": lambda value: value.hex, "jsonb": json.dumps},
