@@ -1,0 +1,23 @@
+"""What the executor runs: a task's code, resolved from its record, whichever way it was defined.
+
+Its own module because both ways of defining a task build one: the registry's ``@task``
+(``jobs.execution.executor``) and Django Tasks (``jobs.backends``). Neither imports the other at
+module level through it, so the two stay free of an import cycle.
+"""
+
+from dataclasses import dataclass
+
+from jobs.tasks.retry import Backoff
+
+
+@dataclass
+class Runnable:
+    """A task resolved from its record, whichever way it was defined."""
+
+    call: object  # callable(task) -> result
+    backoff: Backoff
+    transient: tuple = ()
+    timeout: float | None = None
+    # Called when the attempt starts, and after its outcome is recorded (Django Tasks signals).
+    on_start: object = None
+    on_finish: object = None
