@@ -12,7 +12,9 @@ def seconds_text(seconds: float | None) -> str:
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
-        if seconds < 10 and seconds != int(seconds):
+        # A measured time (a float) keeps a decimal below 10 s; a count of seconds (an int,
+        # such as a rounded estimate) has none to show.
+        if seconds < 10 and not isinstance(seconds, int):
             return f"{seconds:.1f} s"
         return f"{seconds:.0f} s"
     minutes, secs = divmod(int(seconds), 60)

@@ -211,8 +211,9 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
                 task.status in states.REQUEUE.sources and self.has_retry_permission(request)
             )
             extra_context["can_cancel"] = self.has_cancel_permission(request) and (
+                # Waiting: cancelled at once, even if a stop was asked of an earlier attempt.
                 task.status in states.CANCEL.sources
-                or (task.status == states.Status.RUNNING and not task.cancel_requested_at)
+                or (task.status in states.CANCEL_RUNNING.sources and not task.cancel_requested_at)
             )
         return super().change_view(request, object_id, form_url, extra_context)
 

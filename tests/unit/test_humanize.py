@@ -11,7 +11,8 @@ from jobs.humanize import remaining_text, seconds_text
         (None, "—"),
         (0.85, "850 ms"),
         (4.25, "4.2 s"),
-        (5, "5 s"),
+        (5, "5 s"),  # a count of seconds
+        (3.0, "3.0 s"),  # a measured time
         (42, "42 s"),
         (60, "1 min"),
         (250, "4 min 10 s"),

@@ -176,3 +176,18 @@ def test_the_module_level_imports_of_the_package_form_no_cycle():
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_check_sees_a_function_level_import_and_its_reason(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text(
+        "from jobs import states\n\n\ndef f():\n    from jobs import models\n\n\n"
+        "def g():\n    # a cycle: jobs.signals imports this module\n    from jobs import signals\n"
+    )
+    found = [(name, in_function) for name, in_function, _ in imports(module, "jobs.module")]
+    assert ("jobs.states", False) in found
+    assert ("jobs.models", True) in found
+    reasons = [
+        bool(IMPORT_REASON.search(line)) for _, f, line in imports(module, "jobs.module") if f
+    ]
+    assert reasons == [False, False, True, True]  # "from jobs import x" yields jobs.x and jobs
