@@ -33,7 +33,7 @@ from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, is_transient, user_message
 
 logger = logging.getLogger(__name__)
 
-# An outcome's kind is the status it records (or "deferred": a success left to the supervisor).
+# An outcome's kind is the status it records.
 SUCCEEDED, RETRYING = Status.SUCCEEDED, Status.RETRYING
 FAILED, CANCELLED = Status.FAILED, Status.CANCELLED
 
