@@ -5,6 +5,8 @@ The public API, importable from ``jobs`` once Django is set up::
     from jobs import PermanentError, TransientError, enqueue, task
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -29,7 +31,5 @@ __all__ = sorted(_LAZY)
 def __getattr__(name):
     # Lazy, so that "import jobs" in settings or apps.py never imports models too early.
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'jobs' has no attribute {name!r}")

@@ -16,15 +16,17 @@ from django.utils.module_loading import import_string
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import UnknownTaskError
+from jobs.execution.runnable import Runnable
 from jobs.states import Status
 from jobs.tasks.payload import encode_payload
 
 if TYPE_CHECKING:
     from jobs.models import Task
 
-# jobs.models and what imports it (jobs.tasks.registry) are imported where used, not here: Django's
-# check of the task backends imports this module even when "jobs" is not installed, and the
-# import of a model outside an installed app would raise instead of check() reporting it.
+# jobs.models and what imports it (jobs.tasks.registry) are imported where used, not here (the app
+# registry): Django's check of the task backends imports this module even when "jobs" is not
+# installed, and the import of a model outside an installed app would raise instead of check()
+# reporting it.
 
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
@@ -84,7 +86,7 @@ class DatabaseBackend(BaseTaskBackend):
             )
 
     def enqueue(self, task, args, kwargs):
-        from jobs.tasks.registry import create_task
+        from jobs.tasks.registry import create_task  # app registry: see the imports above
 
         self.validate_task(task)
         payload, payload_text = encode_payload(args, kwargs)
@@ -103,7 +105,7 @@ class DatabaseBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id):
-        from jobs.models import Task
+        from jobs.models import Task  # app registry: see the imports above
 
         try:
             row = Task.objects.exclude(backend="").get(pk=result_id)
@@ -161,8 +163,7 @@ def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
 
 def runnable_for(row: "Task"):
     """Return how the executor runs a task enqueued through Django Tasks."""
-    from jobs.execution.executor import Runnable
-    from jobs.tasks.registry import default_backoff
+    from jobs.tasks.registry import default_backoff  # app registry: see the imports above
 
     task = load_task(row)
     try:

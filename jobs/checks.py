@@ -1,20 +1,35 @@
-"""System checks: settings of jobs that would fail later are reported at startup instead."""
+"""System checks: settings of jobs that would fail later are reported at startup instead.
+
+Every check of jobs is here, and every one is tagged ``"jobs"``: ``runworker`` runs only the
+checks that concern a worker, by that tag (``requires_system_checks``). ``jobs.apps`` imports
+this module to register them. The rules themselves stay with the code that applies them
+(``jobs.limits``, ``jobs.web.health.threshold_problems``, ``jobs.maintenance.pruning.retention``,
+``jobs.maintenance.periodic.from_settings``), so a check and its runtime never disagree.
+"""
 
 import sqlite3
 
 from django.apps import apps
+from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from jobs import sql
+from jobs import limits, sql
 from jobs.conf import DEFAULTS, jobs_settings
+from jobs.maintenance.periodic import from_settings
+from jobs.maintenance.pruning import retention
 from jobs.sql.sqlite import has_json as sqlite_has_json
 from jobs.tasks.payload import queue_name_problem
+from jobs.tasks.registry import INT_RANGES
+from jobs.web.health import Thresholds, threshold_problems
+
+TAG = "jobs"  # runworker runs the checks with this tag before it starts
 
 REQUIRED_APPS = ("django.contrib.auth", "django.contrib.contenttypes")
 
 
-@checks.register("jobs")  # tagged so that runworker, which runs only some checks, runs it
+@checks.register(TAG)
 def check_settings(app_configs, **kwargs):
     errors = []
     whole_numbers = (
@@ -48,7 +63,7 @@ def check_settings(app_configs, **kwargs):
     return errors
 
 
-@checks.register("jobs")
+@checks.register(TAG)
 def check_required_apps(app_configs, **kwargs):
     """Report the contrib apps jobs needs; the admin, sessions and messages are optional."""
     # Task.owner is a foreign key to AUTH_USER_MODEL, and who may see or act on a task is
@@ -66,7 +81,8 @@ def check_required_apps(app_configs, **kwargs):
     ]
 
 
-@checks.register(checks.Tags.database)
+# Database-tagged too: Django runs it on "check --database" (runworker passes no database).
+@checks.register(checks.Tags.database, TAG)
 def check_sqlite_version(app_configs, databases=None, **kwargs):
     uses_sqlite = any(
         sql.dialect(connections[alias]).CHECK_LIBRARY
@@ -117,11 +133,9 @@ _SECONDS_CHECKED_ELSEWHERE = (
 )
 
 
-@checks.register("jobs")
+@checks.register(TAG)
 def check_numeric_limits(app_configs, **kwargs):
     """Report numbers a worker would choke on: NaN, infinity, beyond ``jobs.limits``' bounds."""
-    from jobs import limits
-
     errors = []
 
     def error(name, expected):
@@ -153,9 +167,6 @@ def check_numeric_limits(app_configs, **kwargs):
 
 
 def _check_counts():
-    from jobs import limits
-    from jobs.tasks.registry import INT_RANGES
-
     errors = []
     whole = {
         "MAX_CONCURRENCY": 10**6,
@@ -198,8 +209,6 @@ def _check_counts():
 
 def _check_enqueue_defaults():
     """The default priority goes into every task's row: it must fit the column everywhere."""
-    from jobs.tasks.registry import INT_RANGES
-
     low, high = INT_RANGES["priority"]
     value = jobs_settings.DEFAULT_PRIORITY
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -213,11 +222,9 @@ def _check_enqueue_defaults():
     return []
 
 
-@checks.register("jobs")
+@checks.register(TAG)
 def check_unknown_settings(app_configs, **kwargs):
     """Warn of a ``JOBS_*`` setting jobs does not have: a typo would be ignored in silence."""
-    from django.conf import settings
-
     unknown = sorted(
         name
         for name in dir(settings)
@@ -233,7 +240,7 @@ def check_unknown_settings(app_configs, **kwargs):
     ]
 
 
-@checks.register("jobs")
+@checks.register(TAG)
 def check_default_queue(app_configs, **kwargs):
     """JOBS_DEFAULT_QUEUE follows the rule of every queue name (else every enqueue fails)."""
     problem = queue_name_problem(jobs_settings.DEFAULT_QUEUE)
@@ -249,11 +256,9 @@ def check_default_queue(app_configs, **kwargs):
     ]
 
 
-@checks.register("jobs")
+@checks.register(TAG)
 def check_poll_interval(app_configs, **kwargs):
     """JOBS_POLL_INTERVAL below ``jobs.limits.MIN_INTERVAL_SECONDS`` makes an idle worker spin."""
-    from jobs import limits
-
     value = jobs_settings.POLL_INTERVAL
     # Not a number, NaN or at most 0: check_settings and check_numeric_limits report it.
     if not limits.is_number(value) or value <= 0 or value >= limits.MIN_INTERVAL_SECONDS:
@@ -265,3 +270,42 @@ def check_poll_interval(app_configs, **kwargs):
             id="jobs.E031",
         )
     ]
+
+
+@checks.register(TAG)
+def check_health_settings(app_configs, **kwargs):
+    """Report health thresholds and a metrics token that would make the checks misbehave."""
+    problems = threshold_problems(Thresholds().resolved())
+    errors = [checks.Error(message, id=check_id) for check_id, message in problems]
+    token = jobs_settings.METRICS_TOKEN
+    if token is not None and (not isinstance(token, str) or len(token) < 16):
+        errors.append(
+            checks.Error(
+                "JOBS_METRICS_TOKEN must be None or a string of at least 16 characters "
+                "(a guessable token would open the metrics to anyone).",
+                id="jobs.E304",
+            )
+        )
+    return errors
+
+
+@checks.register(TAG)
+def check_prune_settings(app_configs, **kwargs):
+    """Report a ``JOBS_PRUNE_AFTER`` that pruning would refuse, at startup."""
+    try:
+        retention()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="jobs.E101")]
+    return []
+
+
+@checks.register(TAG)
+def check_schedules(app_configs, **kwargs):
+    """Report invalid ``JOBS_SCHEDULES`` entries at startup rather than in a worker's log."""
+    try:
+        from_settings()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="jobs.E201")]
+    except Exception as exc:  # a value of a kind no rule foresaw: reported, never a crash
+        return [checks.Error(f"JOBS_SCHEDULES is not valid: {exc!r}", id="jobs.E201")]
+    return []

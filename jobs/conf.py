@@ -6,6 +6,8 @@ at the moment of use, falling back to the default below.
 
 from django.conf import settings
 
+from jobs.states import Status
+
 DEFAULTS = {
     # Enqueue
     "DEFAULT_QUEUE": "default",
@@ -51,7 +53,11 @@ DEFAULTS = {
     "DASHBOARD_REFRESH_SECONDS": 10,
     # Pruning: how long finished tasks are kept, by status (seconds or a timedelta; None keeps
     # them for ever), and how many rows one DELETE removes.
-    "PRUNE_AFTER": {"succeeded": 7 * 86400, "failed": 30 * 86400, "cancelled": 30 * 86400},
+    "PRUNE_AFTER": {
+        Status.SUCCEEDED.value: 7 * 86400,
+        Status.FAILED.value: 30 * 86400,
+        Status.CANCELLED.value: 30 * 86400,
+    },
     "PRUNE_BATCH_SIZE": 1000,
     # Automatic pruning by workers (one at a time), every PRUNE_INTERVAL seconds, at most
     # PRUNE_MAX_BATCHES batches per maintenance round so a worker never stops claiming for long.

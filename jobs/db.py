@@ -36,25 +36,62 @@ def retry_on_database_error(
     """
     if deadline_seconds is None:
         deadline_seconds = jobs_settings.DATABASE_RETRY_SECONDS
+
+    def after_fault(exc, pause):
+        logger.warning(
+            "database fault, retrying what=%s error=%r pause=%.2f", what, first_line(exc), pause
+        )
+        _drop_broken_connection(model)
+        if on_fault is not None:
+            on_fault()
+
+    return _retry(
+        operation,
+        is_connection_fault,
+        after_fault,
+        deadline_seconds=deadline_seconds,
+        pauses=(0.05, 2.0),
+        abandon=abandon,
+    )
+
+
+def wait_while_locked(statements, run, deadline_seconds=30.0):
+    """Run ``run()``, waiting out a busy database (SQLite's "database is locked") rather than fail.
+
+    Another process holds SQLite's one write lock for a moment: the statement is tried again
+    after a short pause, on the same connection (nothing is broken). Any other error is raised.
+    ``statements``, the database's module of ``jobs.sql``, says which errors mean busy.
+    """
+
+    def busy(exc):
+        return isinstance(exc, OperationalError) and statements.is_busy(exc)
+
+    def after_busy(exc, pause):
+        logger.debug("claim waiting for a busy database pause=%.3f", pause)
+
+    return _retry(run, busy, after_busy, deadline_seconds=deadline_seconds, pauses=(0.005, 0.2))
+
+
+def _retry(operation, retryable, after, *, deadline_seconds, pauses, abandon=None):
+    """The one retry loop: run ``operation()`` until it returns or fails for good.
+
+    An error for which ``retryable(exc)`` is true is tried again after ``after(exc, pause)``
+    and a jittered pause (doubling from ``pauses[0]`` up to ``pauses[1]`` seconds), until
+    ``deadline_seconds`` have passed or ``abandon()`` turns true: then it is raised.
+    """
     deadline = time.monotonic() + deadline_seconds
-    pause = 0.05
+    pause, longest = pauses
     while True:
         try:
             return operation()
-        except (OperationalError, InterfaceError) as exc:
+        except DatabaseError as exc:
+            if not retryable(exc):
+                raise
             if time.monotonic() > deadline or (abandon is not None and abandon()):
                 raise
-            logger.warning(
-                "database fault, retrying what=%s error=%r pause=%.2f",
-                what,
-                first_line(exc),
-                pause,
-            )
-            _drop_broken_connection(model)
-            if on_fault is not None:
-                on_fault()
+            after(exc, pause)
             _sleep_unless(pause * (1 + random.random()), abandon)
-            pause = min(pause * 2, 2.0)
+            pause = min(pause * 2, longest)
 
 
 def _sleep_unless(seconds: float, abandon):

@@ -15,7 +15,7 @@ class TaskError(JobsError):
     transient: bool | None = None
 
     def __init__(self, user_message: str, *, detail: str = ""):
-        from jobs.tasks.payload import clean_text  # jobs.tasks.payload imports this module
+        from jobs.tasks.payload import clean_text  # a cycle: jobs.tasks.payload imports this module
 
         # Shown to the person and stored: a NUL would make PostgreSQL refuse the whole record,
         # so both messages are mended (jobs.tasks.payload.clean_text) rather than the task's

@@ -1,12 +1,14 @@
 """The task record, and the read-side names that the rest of jobs queries it by."""
 
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from jobs.conf import jobs_settings
 from jobs.states import CLAIMABLE, TERMINAL, Status
 
 CLAIMABLE_STATUSES = sorted(CLAIMABLE)
@@ -210,10 +212,6 @@ class TaskStep(models.Model):
 class WorkerQuerySet(models.QuerySet):
     def alive(self, now=None, *, within_seconds=None):
         """Workers that have not stopped and sent a heartbeat recently."""
-        from datetime import timedelta
-
-        from jobs.conf import jobs_settings
-
         now = now or timezone.now()
         within = within_seconds or jobs_settings.LEASE_SECONDS
         return self.filter(

@@ -18,6 +18,8 @@ from functools import partial
 from django.db import transaction
 from django.dispatch import Signal
 
+from jobs.states import Status
+
 logger = logging.getLogger(__name__)
 
 # Caching, as Django's model signals do: the receivers of a sender are looked up once, not at
@@ -31,7 +33,13 @@ task_cancelled = Signal(use_caching=True)
 task_requeued = Signal(use_caching=True)
 task_finished = Signal(use_caching=True)
 
-_FINAL = {"succeeded": task_succeeded, "failed": task_failed, "cancelled": task_cancelled}
+_FINAL = {
+    Status.SUCCEEDED: task_succeeded,
+    Status.FAILED: task_failed,
+    Status.CANCELLED: task_cancelled,
+}
+# The statuses reached again by a task that is not finished, and the signal of each.
+_AGAIN = {Status.RETRYING: task_retried, Status.PENDING: task_requeued}
 
 
 def _send(signal, task, **kwargs):
@@ -54,13 +62,11 @@ def send_on_commit(signal, task, **kwargs):
 
 def has_listeners(status) -> bool:
     """Whether any receiver waits for the signals of ``status`` (to skip needless reads)."""
+    # The app registry: projects import this module from their apps.py, before models load.
     from jobs.models import Task
 
     status = str(status)
-    wanted = {
-        "retrying": [task_retried],
-        "pending": [task_requeued],
-    }.get(status, [_FINAL.get(status), task_finished])
+    wanted = [_AGAIN[status]] if status in _AGAIN else [_FINAL.get(status), task_finished]
     return any(signal is not None and signal.has_listeners(Task) for signal in wanted)
 
 
@@ -70,7 +76,5 @@ def send_status(task, **kwargs):
     if status in _FINAL:
         send_on_commit(_FINAL[status], task, **kwargs)
         send_on_commit(task_finished, task, status=status, **kwargs)
-    elif status == "retrying":
-        send_on_commit(task_retried, task, **kwargs)
-    elif status == "pending":
-        send_on_commit(task_requeued, task, **kwargs)
+    elif status in _AGAIN:
+        send_on_commit(_AGAIN[status], task, **kwargs)

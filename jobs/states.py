@@ -65,5 +65,12 @@ TRANSITIONS = {
 }
 
 
+# Statuses an operator or owner may cancel: waiting ones at once (CANCEL), running ones at their
+# next checkpoint (CANCEL_RUNNING). The status view, the admin's actions and the API use this one.
+CANCELLABLE = CANCEL.sources | CANCEL_RUNNING.sources
+# Statuses a failed attempt leaves behind, whose ``last_error`` the owner may read.
+WITH_ERROR = frozenset({Status.FAILED, Status.RETRYING, Status.CANCELLED})
+
+
 def allowed(transition: Transition, status: str) -> bool:
     return status in transition.sources

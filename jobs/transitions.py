@@ -253,7 +253,7 @@ CANCELLED_MESSAGE = "Cancelled."
 
 
 class CancelOutcome(enum.Enum):
-    CANCELLED = "cancelled"
+    CANCELLED = "cancelled"  # not a status: what cancel() did
     REQUESTED = "requested"  # running: the task stops at its next checkpoint
     REFUSED = "refused"
 

@@ -85,12 +85,10 @@ def cancel(queryset, *, now=None) -> ActionReport:
     for chunk in chunks(queryset):
         counts = transitions.cancel_many(chunk, now=now)
         cancelled, requested = cancelled + counts.cancelled, requested + counts.requested
-    reasons: dict[str, str] = {
-        **CANCEL_REASONS,
-        "stop requested": "cancellation already requested",
-    }
-    skipped = _reasons(queryset, now, states.CANCEL.sources | {Status.RUNNING}, reasons)
-    return ActionReport(done=cancelled, verb="cancelled", requested=requested, skipped=skipped)
+    reasons: dict[str, str] = {**CANCEL_REASONS, "stop requested": "cancellation already requested"}
+    skipped = _reasons(queryset, now, states.CANCELLABLE, reasons)
+    verb = "cancelled"  # not a status: the verb of the report
+    return ActionReport(done=cancelled, verb=verb, requested=requested, skipped=skipped)
 
 
 def chunks(queryset, size: int = CHUNK_SIZE):
@@ -117,7 +115,7 @@ def plan(verb: str, queryset) -> ActionReport:
     for status, n, stopping in _by_status(queryset):
         if status in moves:
             done += n
-        elif verb == "cancelled" and status == Status.RUNNING:
+        elif verb == "cancelled" and status in states.CANCELLABLE:  # not a status: a verb
             requested += n - stopping
             _add(skipped, "cancellation already requested", stopping)
         else:

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from jobs import metrics
-from jobs.admin.display import seconds_text
 from jobs.conf import jobs_settings
+from jobs.humanize import seconds_text
 from jobs.maintenance import pausing
 from jobs.states import Status
 from jobs.tasks.payload import queue_name_problem
@@ -46,11 +46,12 @@ def render_dashboard(request, context):
         running_too_long=[_late_row(task) for task in snap.running_too_long],
         window=seconds_text(snap.window.total_seconds()),
         refresh_seconds=jobs_settings.DASHBOARD_REFRESH_SECONDS,
-        thresholds={
-            "warning": seconds_text(jobs_settings.WAITING_WARNING_SECONDS),
-            "critical": seconds_text(jobs_settings.WAITING_CRITICAL_SECONDS),
-            "running": seconds_text(jobs_settings.RUNNING_WARNING_SECONDS),
-        },
+        # Keys name thresholds, not statuses: "running" is not a status here.
+        thresholds=dict(
+            warning=seconds_text(jobs_settings.WAITING_WARNING_SECONDS),
+            critical=seconds_text(jobs_settings.WAITING_CRITICAL_SECONDS),
+            running=seconds_text(jobs_settings.RUNNING_WARNING_SECONDS),
+        ),
     )
     return TemplateResponse(request, "admin/jobs/dashboard.html", context)
 

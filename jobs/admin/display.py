@@ -1,4 +1,4 @@
-"""How the admin shows a task's fields: badges, short durations, pretty JSON, error history."""
+"""How the admin shows a task's fields: badges, pretty JSON, the history of its errors."""
 
 import json
 from datetime import UTC
@@ -11,29 +11,11 @@ from jobs.states import Status
 BADGE_CLASSES: dict[str, str] = {
     Status.PENDING: "waiting",
     Status.RETRYING: "waiting",
-    Status.RUNNING: "running",
+    Status.RUNNING: "running",  # not a status: a CSS class
     Status.SUCCEEDED: "ok",
     Status.FAILED: "bad",
     Status.CANCELLED: "muted",
 }
-
-
-def seconds_text(seconds: float | None) -> str:
-    """Format a duration for people: "850 ms", "42 s", "4 min 10 s", "3 h 5 min", "2 d 4 h"."""
-    if seconds is None:
-        return "—"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
 
 
 def status_badge(status: str, *, cancel_requested: bool = False):

@@ -18,6 +18,7 @@ from jobs.admin import actions, dashboard, display, select_all
 from jobs.admin.filters import NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
+from jobs.humanize import seconds_text
 from jobs.models import Task
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
@@ -126,21 +127,21 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
 
     @admin.display(description="age", ordering="created_at")
     def age(self, task):
-        return display.seconds_text((timezone.now() - task.created_at).total_seconds())
+        return seconds_text((timezone.now() - task.created_at).total_seconds())
 
     @admin.display(description="run time")
     def run_time(self, task):
         if not task.started_at:
             return "—"
         end = task.finished_at or (timezone.now() if task.status == states.Status.RUNNING else None)
-        return display.seconds_text((end - task.started_at).total_seconds()) if end else "—"
+        return seconds_text((end - task.started_at).total_seconds()) if end else "—"
 
     @admin.display(description="timings")
     def timings(self, task):
         wait = None
         if task.started_at:
             wait = (task.started_at - task.run_after).total_seconds()
-        return display.timings(task, wait=display.seconds_text(wait), run=self.run_time(task))
+        return display.timings(task, wait=seconds_text(wait), run=self.run_time(task))
 
     @admin.display(description="steps")
     def steps_pretty(self, task):
@@ -181,7 +182,7 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
         if counted is not None and request.POST.get("select_across") == "1":
             self._report(request, select_all.act_on_counted(act, queryset, *counted))
         elif select_all.beyond_the_count(request, queryset):
-            verb = "requeued" if act is actions.retry else "cancelled"
+            verb = "requeued" if act is actions.retry else "cancelled"  # not a status: a verb
             return select_all.confirmation_page(self, request, queryset, name, verb, label)
         else:
             self._report(request, act(queryset))
@@ -211,8 +212,9 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
                 task.status in states.REQUEUE.sources and self.has_retry_permission(request)
             )
             extra_context["can_cancel"] = self.has_cancel_permission(request) and (
+                # Waiting: cancelled at once, even if a stop was asked of an earlier attempt.
                 task.status in states.CANCEL.sources
-                or (task.status == states.Status.RUNNING and not task.cancel_requested_at)
+                or (task.status in states.CANCEL_RUNNING.sources and not task.cancel_requested_at)
             )
         return super().change_view(request, object_id, form_url, extra_context)
 

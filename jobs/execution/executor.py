@@ -8,7 +8,6 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -25,27 +24,18 @@ from jobs.db import (
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
 from jobs.execution.context import TaskContext
 from jobs.execution.error_records import ErrorRecord, unrecordable_error, unstorable_error
+from jobs.execution.runnable import Runnable
 from jobs.models import Task
+from jobs.states import Status
 from jobs.tasks.payload import validate_json
 from jobs.tasks.registry import get_task
-from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, Backoff, is_transient, user_message
+from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, is_transient, user_message
 
 logger = logging.getLogger(__name__)
 
-SUCCEEDED, RETRYING, FAILED, CANCELLED = "succeeded", "retrying", "failed", "cancelled"
-
-
-@dataclass
-class Runnable:
-    """A task resolved from its record, whichever way it was defined."""
-
-    call: Callable[[Task], object]
-    backoff: Backoff
-    transient: tuple = ()
-    timeout: float | None = None
-    # Called when the attempt starts, and after its outcome is recorded (Django Tasks signals).
-    on_start: Callable[[Task], object] | None = None
-    on_finish: Callable[[Task], object] | None = None
+# An outcome's kind is the status it records.
+SUCCEEDED, RETRYING = Status.SUCCEEDED, Status.RETRYING
+FAILED, CANCELLED = Status.FAILED, Status.CANCELLED
 
 
 @dataclass
@@ -63,7 +53,9 @@ class Outcome:
 def resolve(task: Task) -> Runnable:
     """Find the code of ``task``; raise UnknownTaskError when this worker does not have it."""
     if task.backend:
-        from jobs.backends import runnable_for  # django.tasks is only imported when used
+        # Deferred to a task enqueued through Django Tasks: django.tasks (on Django 5.2, the
+        # django_tasks backport) is an optional dependency.
+        from jobs.backends import runnable_for
 
         return runnable_for(task)
     definition = get_task(task.name)
@@ -200,7 +192,7 @@ def _write(task: Task, outcome: Outcome, now) -> bool:
     return transitions.fail(task, outcome.error, now=now)
 
 
-_REFUSED_WHAT = {FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation"}
+_REFUSED_WHAT: dict[str, str] = {FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation"}
 
 
 def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:

@@ -17,7 +17,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 from django.conf import settings
-from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError
 from django.db.models import Q
@@ -274,15 +273,3 @@ def _sync(spec: PeriodicTask, now) -> Schedule:
         for key, value in changed.items():
             setattr(row, key, value)
     return row
-
-
-@checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
-def check_schedules(app_configs, **kwargs):
-    """Report invalid ``JOBS_SCHEDULES`` entries at startup rather than in a worker's log."""
-    try:
-        from_settings()
-    except ImproperlyConfigured as exc:
-        return [checks.Error(str(exc), id="jobs.E201")]
-    except Exception as exc:  # a value of a kind no rule foresaw: reported, never a crash
-        return [checks.Error(f"JOBS_SCHEDULES is not valid: {exc!r}", id="jobs.E201")]
-    return []

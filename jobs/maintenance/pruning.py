@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import cast
 
-from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
@@ -178,13 +177,3 @@ def auto_prune(holder: str | None = None, *, now=None) -> int:
         done = report is not None and report.complete
         release_lock(LOCK_NAME, holder, finished_at=now if done else None)
     return report.total
-
-
-@checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
-def check_prune_settings(app_configs, **kwargs):
-    """Report a ``JOBS_PRUNE_AFTER`` that pruning would refuse, at startup."""
-    try:
-        retention()
-    except ImproperlyConfigured as exc:
-        return [checks.Error(str(exc), id="jobs.E101")]
-    return []

@@ -10,7 +10,7 @@ from django.db.models import F
 from jobs import signals
 from jobs.models import EventCounter, Task
 
-RETRIED, FAILED, RESCUED = "retried", "failed", "rescued"
+RETRIED, FAILED, RESCUED = "retried", "failed", "rescued"  # not a status: event names
 EVENTS = (RETRIED, FAILED, RESCUED)
 # What ``transitions.rescue_expired`` records as the error of a task whose worker vanished.
 WORKER_LOST = "jobs.exceptions.WorkerLost"

@@ -7,6 +7,7 @@
 
 from django import template
 
+from jobs.humanize import remaining_text
 from jobs.web.views import describe
 
 register = template.Library()
@@ -22,7 +23,6 @@ def task_progress(context, task, label=""):
         "task": task,
         "status": status,
         "label": label or task.summary or task.name,
-        "eta": remaining_text(status["eta_seconds"]),
         "csrf_token": context.get("csrf_token"),
         "next_url": request.get_full_path() if request is not None else "",
     }
@@ -34,12 +34,4 @@ def task_progress_assets():
     return {}
 
 
-@register.filter
-def remaining_text(seconds) -> str:
-    """Say roughly how long is left ("about 2 min left"); the script words it the same way."""
-    if seconds is None:
-        return ""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"about {max(1, seconds)} s left"
-    return f"about {round(seconds / 60)} min left"
+register.filter("remaining_text", remaining_text)

@@ -12,12 +12,12 @@ Unhealthy when any of these holds:
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
-from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from jobs import metrics
 from jobs.conf import jobs_settings
+from jobs.limits import MAX_COUNT, is_number, is_seconds, seconds_expected
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,6 @@ def threshold_problems(thresholds: Thresholds, *, zero_allowed=False) -> list[tu
     ``zero_allowed`` for a one-off judgement (``jobs_health --max-wait 0``: any wait is too long).
     Each problem is ``(check id, message)``.
     """
-    from jobs import limits
-
     problems = []
     seconds = {
         "HEALTH_MAX_WAIT_SECONDS": thresholds.max_wait,
@@ -149,11 +147,11 @@ def threshold_problems(thresholds: Thresholds, *, zero_allowed=False) -> list[tu
         "HEALTH_HEARTBEAT_SECONDS": thresholds.heartbeat,
     }
     for name, value in seconds.items():
-        if not limits.is_seconds(value, zero_allowed=zero_allowed):
-            expected = limits.seconds_expected(zero_allowed=zero_allowed)
+        if not is_seconds(value, zero_allowed=zero_allowed):
+            expected = seconds_expected(zero_allowed=zero_allowed)
             problems.append(("jobs.E301", f"JOBS_{name} must be {expected}, got {value!r}."))
     rate = thresholds.max_failure_rate
-    if not limits.is_number(rate) or not 0 <= rate <= 1:
+    if not is_number(rate) or not 0 <= rate <= 1:
         problems.append(
             (
                 "jobs.E302",
@@ -161,33 +159,12 @@ def threshold_problems(thresholds: Thresholds, *, zero_allowed=False) -> list[tu
             )
         )
     minimum = thresholds.min_tasks
-    if (
-        not isinstance(minimum, int)
-        or isinstance(minimum, bool)
-        or not 0 <= minimum <= limits.MAX_COUNT
-    ):
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or not 0 <= minimum <= MAX_COUNT:
         problems.append(
             (
                 "jobs.E303",
                 f"JOBS_HEALTH_FAILURE_MIN_TASKS must be a whole number from 0 to "
-                f"{limits.MAX_COUNT:,}, got {minimum!r}.",
+                f"{MAX_COUNT:,}, got {minimum!r}.",
             )
         )
     return problems
-
-
-@checks.register("jobs")  # tagged: runworker runs the "jobs" checks before it starts
-def check_health_settings(app_configs, **kwargs):
-    """Report health thresholds and a metrics token that would make the checks misbehave."""
-    problems = threshold_problems(Thresholds().resolved())
-    errors = [checks.Error(message, id=check_id) for check_id, message in problems]
-    token = jobs_settings.METRICS_TOKEN
-    if token is not None and (not isinstance(token, str) or len(token) < 16):
-        errors.append(
-            checks.Error(
-                "JOBS_METRICS_TOKEN must be None or a string of at least 16 characters "
-                "(a guessable token would open the metrics to anyone).",
-                id="jobs.E304",
-            )
-        )
-    return errors

@@ -23,10 +23,10 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import transitions
+from jobs.humanize import remaining_text
 from jobs.models import Task
-from jobs.states import TERMINAL, Status
+from jobs.states import CANCELLABLE, TERMINAL, WITH_ERROR, Status
 
-CANCELLABLE = frozenset({Status.PENDING, Status.RETRYING, Status.RUNNING})
 VIEW_PERMISSION = "jobs.view_task"
 # The admin's actions check the same ones (TaskAdmin.has_retry_permission, has_cancel_permission).
 RETRY_PERMISSION = "jobs.retry_task"
@@ -135,7 +135,8 @@ def _iso(value):
 def describe(task: Task, user, *, now=None) -> dict:
     """Return the status of ``task`` as ``user`` may see it (the JSON view's body)."""
     now = now or timezone.now()
-    show_error = task.status in (Status.FAILED, Status.RETRYING, Status.CANCELLED)
+    eta = estimate_remaining(task, now)
+    show_error = task.status in WITH_ERROR
     show_result = task.status == Status.SUCCEEDED and task.result_public
     result = task.result if show_result else None
     return {
@@ -155,7 +156,8 @@ def describe(task: Task, user, *, now=None) -> dict:
         },
         "attempts": task.attempts,
         "max_attempts": task.max_attempts,
-        "eta_seconds": estimate_remaining(task, now),
+        "eta_seconds": eta,
+        "eta_text": remaining_text(eta),  # progress.js shows this, never its own wording
         "error": (task.last_error or None) if show_error else None,
         "can_retry": may_retry(task, user),
         "can_cancel": may_cancel(task, user),
@@ -228,7 +230,8 @@ def task_action(request, task_id):
         ok = outcome is not transitions.CancelOutcome.REFUSED
         text = "Cancelled." if outcome is transitions.CancelOutcome.CANCELLED else "Cancelling…"
     elif action in ("retry", "cancel"):
-        ok, text = False, f"This task cannot be {'retried' if action == 'retry' else 'cancelled'}."
+        verb = "retried" if action == "retry" else "cancelled"  # not a status: a verb
+        ok, text = False, f"This task cannot be {verb}."
     else:
         return JsonResponse({"error": "Unknown action: use retry or cancel."}, status=400)
 

@@ -8,15 +8,14 @@ its single writer lock, which is as safe, and a busy database is waited for and 
 """
 
 import logging
-import random
-import time
 from datetime import timedelta
 
-from django.db import DatabaseError, OperationalError, connections, router, transaction
+from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
 from jobs import sql, transitions
 from jobs.db import is_connection_fault, savepoint_in_transaction
+from jobs.db import wait_while_locked as _with_retry
 from jobs.models import Task
 from jobs.worker.wire import Claimed
 
@@ -102,18 +101,3 @@ def next_due_at(*, queues=None):
     if queues:
         waiting = waiting.filter(queue__in=sorted(set(queues)))
     return waiting.order_by("run_after").values_list("run_after", flat=True).first()
-
-
-def _with_retry(statements, run, deadline_seconds=30.0):
-    """Run the claim, waiting out a busy database (SQLite's "database is locked")."""
-    deadline = time.monotonic() + deadline_seconds
-    pause = 0.005
-    while True:
-        try:
-            return run()
-        except OperationalError as exc:
-            if not statements.is_busy(exc) or time.monotonic() > deadline:
-                raise
-            logger.debug("claim waiting for a busy database pause=%.3f", pause)
-            time.sleep(pause * (1 + random.random()))
-            pause = min(pause * 2, 0.2)

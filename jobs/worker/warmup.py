@@ -19,6 +19,12 @@ import uuid
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
+from jobs import signals
+from jobs.execution import executor
+from jobs.models import Task
+from jobs.tasks import registry
+from jobs.worker import wire
+
 logger = logging.getLogger(__name__)
 
 ROUNDS = 16  # CPython 3.11 specialises a function's bytecode after 8 calls
@@ -37,12 +43,6 @@ def warm_children_path(rounds: int = ROUNDS):
 
 
 def _warm(rounds: int):
-    from jobs import signals
-    from jobs.execution import executor
-    from jobs.models import Task
-    from jobs.tasks import registry
-    from jobs.worker import wire
-
     using = router.db_for_write(Task)
     names = registry.registered_names()
     message = wire.encode_task(_made_up_task(Task, names[0] if names else "jobs.worker.warmup"))

@@ -2,11 +2,14 @@
 
 import itertools
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from jobs import transitions
+from jobs.humanize import remaining_text
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import MemberFactory, TaskFactory
@@ -66,3 +69,24 @@ def test_polling_backs_off_on_errors_and_stops_at_a_terminal_state(page, login, 
     polls = len(requests)
     page.wait_for_timeout(5_000)
     assert len(requests) == polls
+
+
+def test_the_time_left_reads_as_the_server_words_it(page, login, live_server):
+    # Half done in 30 min 20 s: about as long again, "30 min" whichever second the poll comes.
+    owner = MemberFactory(username="alice", password="alice-pass")
+    started = timezone.now() - timedelta(seconds=1820)
+    task = TaskFactory(
+        running=True, owner=owner, progress_current=50, progress_total=100, started_at=started
+    )
+    login(page, "alice", "alice-pass", next_url=f"/tasks/{task.pk}/")
+    eta = page.locator('[data-jobs-field="eta"]')
+    expect(eta).to_have_text(remaining_text(1820))  # as the template rendered it
+
+    # Polled: the script shows the status's eta_text, worded by jobs.humanize, not by itself.
+    started = timezone.now() - timedelta(seconds=1800)
+    Task.objects.filter(pk=task.pk).update(
+        progress_current=25, progress_message="A quarter", started_at=started
+    )
+    expect(page.get_by_text("A quarter").first).to_be_visible(timeout=SLOW)
+    expect(eta).to_have_text(remaining_text(3 * 1800))  # three times 30 min: "about 1 h 30 min"
+    assert remaining_text(3 * 1800) == "about 1 h 30 min left"

@@ -5,6 +5,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from jobs import checks
 from jobs.web import health
 from tests.factories import TaskFactory, UserFactory, WorkerFactory
 from tests.helpers import staff
@@ -208,6 +209,6 @@ def test_a_probe_may_send_head(client, worker):
     ],
 )
 def test_nonsense_settings_are_reported_at_startup(settings, name, value, error):
-    assert health.check_health_settings(None) == []
+    assert checks.check_health_settings(None) == []
     setattr(settings, name, value)
-    assert [e.id for e in health.check_health_settings(None)] == [error]
+    assert [e.id for e in checks.check_health_settings(None)] == [error]

@@ -3,6 +3,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from jobs import checks
 from jobs.maintenance import periodic
 from jobs.maintenance import rescue as maintenance
 from jobs.models import Schedule, Task
@@ -130,7 +131,7 @@ def test_bad_declarations_are_refused_at_startup(settings, spec, message):
     settings.JOBS_SCHEDULES = {"bad": spec}
     with pytest.raises(ImproperlyConfigured, match=message):
         periodic.declared()
-    assert [e.id for e in periodic.check_schedules(None)] == ["jobs.E201"]
+    assert [e.id for e in checks.check_schedules(None)] == ["jobs.E201"]
 
 
 def test_an_unknown_task_is_logged_and_other_schedules_still_run(settings, caplog):

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from jobs import checks
 from jobs.maintenance import pruning
 from jobs.maintenance import rescue as maintenance
 from jobs.models import MaintenanceLock, Task
@@ -102,7 +103,7 @@ def test_nonsense_retention_is_refused_before_anything_is_deleted(settings, valu
     settings.JOBS_PRUNE_AFTER = value
     with pytest.raises(ImproperlyConfigured, match=message):
         pruning.prune()
-    errors = pruning.check_prune_settings(None)
+    errors = checks.check_prune_settings(None)
     assert [e.id for e in errors] == ["jobs.E101"]
 
 

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand
 from jobs import metrics
 from jobs.management.argtypes import positive_seconds
 from jobs.metrics import STATUSES
+from jobs.states import Status
 
 COLUMNS = [
     *STATUSES,
@@ -41,9 +42,9 @@ def rows(snapshot) -> list[dict]:
                 "throughput_per_minute": round(queue.throughput_per_minute, 3),
                 "failure_rate": queue.outcomes.failure_rate,
                 "finished": {
-                    "succeeded": queue.outcomes.succeeded,
-                    "failed": queue.outcomes.failed,
-                    "cancelled": queue.outcomes.cancelled,
+                    Status.SUCCEEDED.value: queue.outcomes.succeeded,
+                    Status.FAILED.value: queue.outcomes.failed,
+                    Status.CANCELLED.value: queue.outcomes.cancelled,
                 },
                 "live_workers": len(serving),
                 "paused": queue.paused,

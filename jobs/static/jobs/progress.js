@@ -15,12 +15,6 @@
   var INTERVAL = 2000;
   var MAX_INTERVAL = 30000;
 
-  function remainingText(seconds) {
-    if (seconds === null || seconds === undefined) return "";
-    if (seconds < 60) return "about " + Math.max(1, Math.round(seconds)) + " s left";
-    return "about " + Math.round(seconds / 60) + " min left";
-  }
-
   // The link rule of jobs.views.safe_link: http(s) or relative, never javascript:, data:...
   // Browsers drop tabs and newlines inside a URL and spaces around it, so a URL with a control
   // character is refused and the scheme is read after trimming.
@@ -55,11 +49,13 @@
     root.className = root.className.replace(/\bjobs-status-\w+/g, "").trim();
     root.classList.add("jobs-status-" + status.status);
     root.setAttribute("data-status", status.status);
+    root.setAttribute("data-finished", status.is_finished ? "true" : "false");
     var cancelling = status.cancel_requested && !status.is_finished;
     setText(root, "status_display", cancelling ? "Cancelling" : status.status_display);
     setText(root, "percent", percent === null ? "" : percent + "%");
     setText(root, "message", status.message);
-    setText(root, "eta", remainingText(status.eta_seconds));
+    // Worded by the server (jobs.humanize.remaining_text): one formatter, one wording.
+    setText(root, "eta", status.eta_text || "");
 
     var link = root.querySelector("[data-jobs-result-link]");
     var url = status.result ? safeLink(status.result.url) : null;
@@ -156,8 +152,8 @@
         poller.act(form, button ? button.value : "");
       });
     }
-    var status = root.getAttribute("data-status");
-    if (status !== "succeeded" && status !== "failed" && status !== "cancelled") {
+    // The server says whether the status is final (jobs.states.TERMINAL): no list of names here.
+    if (root.getAttribute("data-finished") !== "true") {
       poller.schedule(INTERVAL);
     }
   }

@@ -1,0 +1,39 @@
+"""Durations as people read them: the one formatter of the admin, the dashboard and the status.
+
+The owner's page shows the same words as the server renders: the JSON status carries
+``eta_text`` from ``remaining_text``, so progress.js never formats a duration itself.
+"""
+
+
+def seconds_text(seconds: float | None) -> str:
+    """Format a duration for people: "850 ms", "4.2 s", "42 s", "4 min 10 s", "3 h 5 min", "2 d"."""
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        # A measured time (a float) keeps a decimal below 10 s; a count of seconds (an int,
+        # such as a rounded estimate) has none to show.
+        if seconds < 10 and not isinstance(seconds, int):
+            return f"{seconds:.1f} s"
+        return f"{seconds:.0f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def remaining_text(seconds: float | None) -> str:
+    """Say roughly how long is left: "about 40 s left", "about 2 min left" ("" if unknown).
+
+    Rounded to whole seconds below a minute (at least 1) and to whole minutes above: an estimate
+    is no more precise than that, and the line should not flicker at every poll.
+    """
+    if seconds is None:
+        return ""
+    rough = max(1, round(seconds)) if seconds < 60 else round(seconds / 60) * 60
+    return f"about {seconds_text(rough)} left"
