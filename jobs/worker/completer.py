@@ -43,7 +43,7 @@ class Completer:
     BATCH = 1000
 
     def __init__(self, *, retry, clock=time.monotonic):
-        """``retry(operation, what, **options)`` runs a write, retried on database faults."""
+        """Write through ``retry(operation, what, **options)``, retried on database faults."""
         self._retry = retry
         self._clock = clock
         self._held: list[transitions.Success] = []  # reported, not handed to a claim yet

@@ -21,7 +21,7 @@ class MaintenanceRunner:
     """Run a maintenance round when one is due."""
 
     def __init__(self, worker_id: str, *, retry, clock=time.monotonic):
-        """``retry(operation, what, **options)`` runs a write, retried on database faults."""
+        """Run rounds through ``retry(operation, what, **options)``, retried on database faults."""
         self.worker_id = worker_id
         self._retry, self._clock = retry, clock
         self._next_round = 0.0  # ``clock`` time the next round is due

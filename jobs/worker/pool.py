@@ -44,7 +44,7 @@ class ChildPool:
         stopping,
         before_fork,
     ):
-        """A pool of ``concurrency`` children, started by ``start``.
+        """Keep ``concurrency`` children, once ``start`` has forked them.
 
         ``retry(operation, what, **options)`` runs a write, retried on database faults;
         ``on_success(success)`` takes a success a child reported (``jobs.transitions.Success``);
