@@ -13,7 +13,7 @@ from importlib import import_module
 from django.apps import apps
 from django.utils.module_loading import module_has_submodule
 
-logger = logging.getLogger("jobs.worker")
+logger = logging.getLogger(__name__)
 
 
 def discover_task_modules() -> list[str]:

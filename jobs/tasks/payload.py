@@ -249,7 +249,8 @@ def queue_name_problem(value) -> str | None:
     A name is 1 to 100 printable characters (no tab, newline, NUL or surrogate: the tables of
     ``jobs_stats`` and the logs stay one line per queue), with no comma and no whitespace at
     either end, so that ``runworker --queues`` (a comma-separated, stripped list) can select
-    every queue a task can be enqueued in.
+    every queue a task can be enqueued in; nor does it start with a hyphen, which the command
+    line would read as an option (``jobs_health --queue -q``).
     """
     if not isinstance(value, str):
         return f"must be a str, not {_describe(value)}"
@@ -263,6 +264,8 @@ def queue_name_problem(value) -> str | None:
         return "holds a comma, which separates the names of runworker --queues"
     if value != value.strip():
         return "starts or ends with whitespace"
+    if value.startswith("-"):
+        return "starts with a hyphen, which a command line reads as an option"
     return None
 
 

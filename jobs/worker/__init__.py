@@ -1,1 +1,1 @@
-"""The worker process: its lifecycle and the parts it holds (children, claims, leases, upkeep)."""
+"""The worker process: its lifecycle and the parts it holds (pool, claimer, completer, leases)."""

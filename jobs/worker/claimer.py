@@ -9,6 +9,12 @@ pipe. One claim at a time; the thread has a database connection of its own.
 Children are forked by the supervisor's main thread. Before a fork the thread's connection is
 closed (``before_fork``): a forked child drops the other threads' state, and a connection object
 freed in the child would tell the server to end the session the supervisor still uses.
+
+It also decides when a claim is worth starting (how many tasks to ask for is the pool's
+business, ``jobs.worker.pool.ChildPool.wanted``): not while one runs, not for a second after a
+claim the database refused, and, after a claim that found fewer due tasks than it asked for,
+not until there is news (a notification, a finished child, a poll); and when the next delayed
+task is due, so that the worker wakes for it.
 """
 
 import os
@@ -16,7 +22,8 @@ import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from django.db import connections, router
+from django.db import DatabaseError, connections, router
+from django.utils import timezone
 
 from jobs import sql
 from jobs.db import forget_queries, retry_on_database_error
@@ -25,9 +32,24 @@ from jobs.worker import claiming
 
 
 class Claimer:
-    def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int):
+    """Claim tasks for one worker, one claim at a time, and say when a claim is worth starting."""
+
+    PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
+
+    def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
+                 retry=None):  # fmt: skip
+        """Claim for ``worker_id``, waking its loop through ``wakeup_fd`` once a claim is done.
+
+        ``retry(operation, what, **options)`` runs the worker's other reads (``next_due_at``),
+        retried on database faults.
+        """
         self.worker_id, self.queues, self.lease_seconds = worker_id, queues, lease_seconds
         self._wakeup_fd = wakeup_fd
+        self._retry = retry or (
+            lambda operation, what, **options: retry_on_database_error(
+                operation, what=what, model=Task, **options
+            )
+        )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs-claim")
         self._future = None
         self._used = False  # the thread exists once a claim ran
@@ -35,19 +57,35 @@ class Claimer:
         # its own would only contend for the lock with the loop's other writes (measured: the
         # drain 1,600 -> 1,300 tasks/s, and a second connection's cache). It runs inline there.
         self.inline = sql.dialect(router.db_for_write(Task)).ONE_WRITER
-        self.recording = []  # successes the claim in flight records (jobs.transitions.Success)
         self.wanted = 0  # how many tasks the claim in flight asked for
         self.seconds = 0.0  # how long recent claims took (a moving average)
+        # False after a claim found fewer due tasks than it asked for, until there is news.
+        self.may_find_more = True
+        self._news = 0  # news counted (see ``news``), and as the claim in flight started:
+        self._news_at_start = 0
+        self.started_at = None  # when the last claim started (database time)
+        self._not_before = 0.0  # monotonic time before which no claim starts (after a fault)
 
     @property
     def busy(self) -> bool:
         return self._future is not None
 
+    def news(self):
+        """Note news that may make a claim worth trying again (a notification, a child that
+        finished or exited, a poll)."""
+        self.may_find_more = True
+        self._news += 1
+
+    def can_start(self) -> bool:
+        """Whether a claim may start now: none is under way, and none failed a moment ago."""
+        return self._future is None and time.monotonic() >= self._not_before
+
     def start(self, wanted: int, successes: list, on_fault=None, abandon=None):
         """Claim ``wanted`` tasks and record ``successes`` with them, in the thread."""
         assert self._future is None, "one claim at a time"
         self._used = True
-        self.recording, self.wanted = successes, wanted
+        self.wanted = wanted
+        self._news_at_start, self.started_at = self._news, timezone.now()
 
         def round_trip():
             forget_queries()  # the claim thread's own connection logs too (see jobs.db)
@@ -79,14 +117,35 @@ class Claimer:
         """The tasks the claim took once it is done (None while it runs, or if none ran).
 
         Raises what the claim raised (a database fault that outlasted the retries); the
-        successes it was recording (``recording``) are then not recorded.
+        successes given to ``start`` are then not recorded, and no claim starts for
+        ``PAUSE_AFTER_FAULT`` seconds.
         """
         if self._future is None or not (wait or self._future.done()):
             return None
         future, self._future = self._future, None
-        claimed = future.result()
-        self.recording = []
+        try:
+            claimed = future.result()
+        except DatabaseError:
+            self._not_before = time.monotonic() + self.PAUSE_AFTER_FAULT
+            raise
+        if len(claimed) < self.wanted:
+            # Nothing more was due: look again on news, or at once if news came in while the
+            # claim ran (a task enqueued after its snapshot).
+            self.may_find_more = self._news != self._news_at_start
         return claimed
+
+    def next_due_at(self) -> float | None:
+        """Monotonic time at which the earliest delayed task is due, so it starts on time."""
+        try:
+            due_at = self._retry(lambda: claiming.next_due_at(queues=self.queues), "next_due")
+        except DatabaseError:
+            return None  # the poll interval decides; the heartbeat tells of the outage
+        seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
+        if due_at and self.started_at and due_at > self.started_at:
+            return time.monotonic() + max(0.0, seconds)  # due after the last claim looked
+        # Due already but not claimed (taken by another worker, or its queue is paused): the
+        # poll interval decides, rather than spinning.
+        return time.monotonic() + seconds if seconds > 0 else None
 
     def before_fork(self):
         """Let the claim in flight finish, and close the thread's connection (see above)."""

@@ -1,42 +1,49 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
 The supervisor never runs task code. It claims due tasks in one statement, in a thread of its
-own (``jobs.worker.claimer``), as many as its children can take (a batch each, sized so that a
-batch of
-recent tasks' length fits ``JOBS_BATCH_SECONDS``; one task each while tasks are slow) and some
-more to keep at hand, so a child that finishes never waits for a claim. It hands each child a
-batch; records the successes children report, many at once and with its next claim (failures
-and retries the child records itself); renews the leases of everything it holds; kills a child
-whose running task overruns its timeout, ignores a cancellation, or grows past the memory
-limit, and hands back the rest of that child's batch; replaces children that exit; and on
-SIGTERM/SIGINT stops claiming, has children start nothing more, lets running tasks finish within
-the grace period, then hands back the rest so another worker takes them at once.
-The pool of children (spawning, dispatching, replies, losses, limits) is in ``jobs.worker.pool``.
+own, as many as its children can take (a batch each, sized so that a batch of recent tasks'
+length fits ``JOBS_BATCH_SECONDS``; one task each while tasks are slow) and some more to keep at
+hand, so a child that finishes never waits for a claim. It hands each child a batch; records the
+successes children report, many at once and with its next claim (failures and retries the child
+records itself); renews the leases of everything it holds; kills a child whose running task
+overruns its timeout, ignores a cancellation, or grows past the memory limit, and hands back the
+rest of that child's batch; replaces children that exit; and on SIGTERM/SIGINT stops claiming,
+has children start nothing more, lets running tasks finish within the grace period, then hands
+back the rest so another worker takes them at once.
+
+``Worker`` is the lifecycle (start, the loop, shutdown), the signals and the wait; it holds its
+parts, each the owner of its own state, and wires them together with callbacks:
+
+- ``pool``: the children, the tasks waiting for one, replies, losses, limits (``jobs.worker.pool``);
+- ``claimer``: the claim thread, and when a claim is worth starting (``jobs.worker.claimer``);
+- ``completer``: successes held until written, with the next claim or on their own
+  (``jobs.worker.completer``);
+- ``leases``: the worker's row, heartbeats, tasks stopped when a lease may lapse
+  (``jobs.worker.leases``);
+- ``maintenance``: rescue, periodic tasks, pruning (``jobs.worker.maintenance_runner``).
 """
 
 import logging
-import math
 import os
+import selectors
 import signal
 import socket
 import time
 import uuid
-from collections import deque
 
 from django.db import DatabaseError
-from django.utils import timezone
 
-from jobs import transitions
 from jobs.conf import jobs_settings
-from jobs.db import first_line
-from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
+from jobs.db import first_line, forget_queries, retry_on_database_error
+from jobs.models import Task
 from jobs.tasks.discovery import discover_task_modules
-from jobs.worker import claiming, warmup
-from jobs.worker.child import Child
+from jobs.worker import warmup
 from jobs.worker.claimer import Claimer
+from jobs.worker.completer import Completer
+from jobs.worker.leases import LeaseKeeper
+from jobs.worker.maintenance_runner import MaintenanceRunner
 from jobs.worker.notify import Listener
 from jobs.worker.pool import ChildPool
-from jobs.worker.upkeep import Upkeep
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +52,9 @@ def make_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class Worker(ChildPool, Upkeep):
+class Worker:
+    """A supervisor and its children: run with ``run()``, stop with ``stop()`` or a signal."""
+
     def __init__(
         self,
         *,
@@ -62,40 +71,40 @@ class Worker(ChildPool, Upkeep):
         self.burst = burst
         self.poll_interval = poll_interval or jobs_settings.POLL_INTERVAL
         self.grace = jobs_settings.SHUTDOWN_GRACE if grace is None else grace
-        self.max_tasks_per_child = max_tasks_per_child or jobs_settings.MAX_TASKS_PER_CHILD
-        max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
-        self.max_memory_bytes = int(max_memory_mib * 1024 * 1024) if max_memory_mib else None
-        self.lease_seconds = jobs_settings.LEASE_SECONDS
         self.worker_id = make_worker_id()
-        self.children: list[Child] = []
         self.listener = Listener()
         self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
         self._stop_deadline = None
-        self._next_heartbeat = 0.0
-        self._next_maintenance = 0.0
         self._next_due = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
-        self._selector_now, self._selector_built_for = None, ()  # see ChildPool._selector
-        self._paused = frozenset()  # queues of this worker paused, as last logged
-        self._successes: list[transitions.Success] = []  # reported by children, not recorded
-        self._successes_since = 0.0  # monotonic time the oldest of them was reported
-        self._ready: deque = deque()  # claimed tasks waiting for a child (jobs.worker.wire.Claimed)
-        self.batch_size = jobs_settings.BATCH_SIZE
-        self.batch_seconds = jobs_settings.BATCH_SECONDS
-        self._task_seconds = None  # how long recent tasks took, on average (a moving average)
-        self._batch_number = 0
-        self._timeouts = {}  # (name, backend) -> seconds
-        self._claimer = Claimer(self.worker_id, self.queues, self.lease_seconds,
-                                self._wakeup_write)  # fmt: skip
-        # False after a claim found fewer due tasks than it asked for, until there is news.
-        self._may_claim = True
-        self._news = 0  # news counted (see ChildPool._wait), and as a claim started:
-        self._news_at_claim = 0
-        self._claim_started_at = None  # when the last claim started (database time)
-        self._claim_after = 0.0  # monotonic time before which no claim starts (after a fault)
-        self._last_renewal = 0.0  # monotonic time the last heartbeat that renewed leases began
-        self._database_down_since = None  # monotonic time of the heartbeat fault, if any
-        self._unleased = set()  # ids of tasks stopped because their lease may have lapsed
+        self._selector_now, self._selector_built_for = None, ()  # see _selector
+        max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
+        lease_seconds = jobs_settings.LEASE_SECONDS
+        self.claimer = Claimer(self.worker_id, self.queues, lease_seconds, self._wakeup_write,
+                               retry=self._retry)  # fmt: skip
+        self.completer = Completer(retry=self._retry)
+        self.pool = ChildPool(
+            self.concurrency,
+            max_tasks=max_tasks_per_child or jobs_settings.MAX_TASKS_PER_CHILD,
+            max_memory_bytes=int(max_memory_mib * 1024 * 1024) if max_memory_mib else None,
+            retry=self._retry,
+            on_success=self.completer.add,
+            stopping=lambda: self._stop_requested > 0,
+            before_fork=self._before_fork,
+        )
+        self.leases = LeaseKeeper(
+            self.worker_id,
+            self.queues,
+            concurrency=self.concurrency,
+            lease_seconds=lease_seconds,
+            retry=self._retry,
+            holding=self.pool.in_hand,
+            completing=self.completer.task_ids,
+            running=self.pool.running,
+            claim_busy=lambda: self.claimer.busy,
+            stop=self.pool.stop_tasks,
+        )
+        self.maintenance = MaintenanceRunner(self.worker_id, retry=self._retry)
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -106,7 +115,7 @@ class Worker(ChildPool, Upkeep):
         # Registered before any child exists: a worker that cannot reach its database, or is
         # stopped meanwhile, has no process to stop.
         try:
-            self._retry(self._register, "register_worker", abandon=lambda: self._stop_requested > 0)
+            self.leases.register(abandon=lambda: self._stop_requested > 0)
         except DatabaseError as exc:
             if self._stop_requested:
                 logger.info("worker stopped before it started worker_id=%s", self.worker_id)
@@ -116,11 +125,9 @@ class Worker(ChildPool, Upkeep):
                 first_line(exc),
             )
             return 1
-        self._last_renewal = time.monotonic()
         try:
             warmup.warm_children_path()  # before the fork, so that what it warms stays shared
-            for _ in range(self.concurrency):
-                self.children.append(self._spawn())
+            self.pool.start()
             # Listen before the first claim: a task enqueued in between is found by that claim,
             # and every later one is announced.
             self.listener.fileno()
@@ -138,39 +145,32 @@ class Worker(ChildPool, Upkeep):
         return 0
 
     def _loop(self):
+        pool = self.pool
         while True:
-            self._stop_unleased()
+            self.leases.stop_unleased()
             if self._stop_requested:
-                self._heartbeat()  # the leases of tasks finishing within the grace
+                self.leases.heartbeat()  # the leases of tasks finishing within the grace
                 self._collect_claim(wait=True)
-                self._stop_children()
-                self._record_successes()
-                if not self._busy() or self._stop_requested > 1:
+                pool.ask_to_stop()
+                self.completer.flush()
+                if not pool.busy() or self._stop_requested > 1:
                     return
                 if time.monotonic() >= self._stop_deadline:
                     logger.warning("grace period over worker_id=%s", self.worker_id)
                     return
             else:
                 claimed = self._collect_claim()
-                self._dispatch_ready()
-                if self.burst and claimed == [] and not self._busy() and not self._ready:
+                pool.dispatch()
+                if self.burst and claimed == [] and not pool.busy() and not pool.ready:
                     return  # the last claim found nothing, and nothing runs
-                self._heartbeat()
-                self._maintain()
+                self.leases.heartbeat()
+                self.maintenance.run_if_due()
                 self._claim()
-                idle = self._idle() and not self._ready and not self._claimer.busy
-                self._next_due = self._next_due_at() if idle else None
+                idle = pool.idle() and not pool.ready and not self.claimer.busy
+                self._next_due = self.claimer.next_due_at() if idle else None
             if self._wait(self._wait_timeout()):
-                self._may_claim = True
-                self._news += 1
-            self._enforce_limits()
-
-    def _stop_children(self):
-        """Have children start no further task of their batches; hand back what waits here."""
-        for child in self.children:
-            child.slot.ask_to_stop()
-        waiting, self._ready = list(self._ready), deque()
-        self._hand_back(waiting)
+                self.claimer.news()
+            pool.enforce_limits()
 
     def _shutdown(self):
         """Hand back what is still running, stop the children, and mark this worker stopped."""
@@ -180,28 +180,17 @@ class Worker(ChildPool, Upkeep):
         except Exception:
             logger.exception("claim failed worker_id=%s", self.worker_id)
         try:
-            self._claimer.close()
-            self._record_successes(deadline_seconds=self._grace_left())
-            waiting, self._ready = list(self._ready), deque()
-            self._hand_back(waiting)
+            self.claimer.close()
+            self.completer.flush(deadline_seconds=self._grace_left())
+            self.pool.hand_back_ready()
         except Exception:
             logger.exception("shutdown bookkeeping failed worker_id=%s", self.worker_id)
-        for child in self.children:
-            if child.busy:
-                child.kill("shutdown")
-                self._hand_back(list(child.batch.values()))
-                child.batch = {}
-            child.conn.close()
-        for child in self.children:
-            child.process.join(2)
-            if child.process.is_alive():
-                child.kill("shutdown")
-            child.kill_group()
+        self.pool.close()
         self.listener.close()
         if self._selector_now is not None:
             self._selector_now.close()
         try:
-            self._retry(self._unregister, "unregister_worker", deadline_seconds=self._grace_left())
+            self.leases.unregister(deadline_seconds=self._grace_left())
         except DatabaseError as exc:
             logger.warning(
                 "worker not marked stopped, database unreachable worker_id=%s error=%r",
@@ -229,162 +218,142 @@ class Worker(ChildPool, Upkeep):
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
 
-    # Children ----------------------------------------------------------------------------------
+    def _before_fork(self) -> list[int]:
+        """Ready for a fork (see ``Claimer.before_fork``); the descriptors a child must close."""
+        self.claimer.before_fork()
+        inherited = [self._wakeup_read, self._wakeup_write]
+        if self.listener.connected:
+            inherited.append(self.listener.fileno())
+        return inherited
 
-    def _lost_error(self, child: Child, reason: str, timeout: float):
-        """The error to record for a task whose child was killed or died; None for a cancel."""
-        if reason == "cancel":
-            return None
-        if reason == "timeout":
-            return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
-        if reason == "lease":
-            return WorkerCrashed(
-                "The task was stopped: its worker could not reach the database to renew its lease.",
-                detail=f"child process {child.pid} killed, lease not renewed",
-            )
-        if reason == "memory":
-            return MemoryLimitExceeded(
-                "The task used more memory than this worker allows.",
-                detail=f"child rss above {self.max_memory_bytes // 2**20} MiB",
-            )
-        return WorkerCrashed(
-            "The task stopped unexpectedly.",
-            detail=f"child process {child.pid} exited with code {child.process.exitcode}",
-        )
+    # Database outages --------------------------------------------------------------------------
+    # The worker keeps running through one: every write is retried, but none for longer than
+    # the leases of its tasks are sure to hold, nor past a stop's grace period. Once a lease
+    # may have lapsed, the task under it is stopped (``LeaseKeeper.stop_unleased``): another
+    # worker may rescue it, and a task never runs twice at the same time.
 
-    def _wait_timeout(self) -> float:
-        timeout = self.poll_interval
-        if self._stop_requested:
-            timeout = min(timeout, max(0.0, self._stop_deadline - time.monotonic()))
-        deadlines = [child.deadline() for child in self.children if child.busy]
-        deadlines = [deadline for deadline in deadlines if deadline is not None]
-        if deadlines:
-            timeout = min(timeout, max(0.0, min(deadlines) - time.monotonic()))
+    def _retry(self, operation, what: str, **options):
+        """``retry_on_database_error`` as the worker's bookkeeping uses it (see above)."""
+        options.setdefault("abandon", self._give_up_bookkeeping)
+        if self._stop_requested and options.get("deadline_seconds") is None:
+            options["deadline_seconds"] = 1.0  # stopping: the loop must keep reading children
+        return retry_on_database_error(operation, what=what, model=Task, **options)
+
+    def _give_up_bookkeeping(self) -> bool:
+        """Whether a write the database refuses must be left undone, for now or for good."""
+        if self._stop_requested > 1 or self.leases.may_lapse():
+            return True
+        return bool(self._stop_requested) and time.monotonic() >= self._stop_deadline
+
+    def _grace_left(self):
+        """Seconds a stopping worker may still spend on writes; None when it is not stopping."""
         if not self._stop_requested:
-            timeout = min(timeout, max(0.0, self._next_heartbeat - time.monotonic()))
-            if self._successes:
-                flush_at = self._successes_since + self.SUCCESS_DELAY
-                timeout = min(timeout, max(0.0, flush_at - time.monotonic()))
-            if self._next_due is not None:
-                timeout = min(timeout, max(0.0, self._next_due - time.monotonic()))
-        return timeout
+            return None
+        return max(0.0, self._stop_deadline - time.monotonic())
 
-    def _next_due_at(self):
-        """Monotonic time at which the earliest delayed task is due, so it starts on time."""
-        try:
-            due_at = self._retry(lambda: claiming.next_due_at(queues=self.queues), "next_due")
-        except DatabaseError:
-            return None  # the poll interval decides; the heartbeat tells of the outage
-        seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
-        if due_at and self._claim_started_at and due_at > self._claim_started_at:
-            return time.monotonic() + max(0.0, seconds)  # due after the last claim looked
-        # Due already but not claimed (taken by another worker, or its queue is paused): the
-        # poll interval decides, rather than spinning.
-        return time.monotonic() + seconds if seconds > 0 else None
-
-    # Database duties ---------------------------------------------------------------------------
-
-    # Seconds a reported success may wait to be written with the next claim, and how many may.
-    SUCCESS_DELAY = 0.05
-    SUCCESS_BATCH = 1000
-    CLAIM_PAUSE = 1.0  # seconds between claims while the database does not answer
-
-    def _wanted(self) -> int:
-        """How many tasks to claim: a batch for each idle child, and some to keep at hand.
-
-        At hand, so that a child that finishes gets its next task at once rather than after a
-        claim: with quick tasks a batch per child; with slower ones about twice as many as the
-        children finish, together, during one claim (at most one per child). A worker of
-        slow tasks thus holds about as many as it runs, and leaves the rest to other workers.
-        """
-        size = self._batch_size()
-        wanted = len(self._idle()) * size
-        if size > 1:
-            wanted += len(self.children) * size
-        elif self._task_seconds:
-            during_claim = len(self.children) * self._claimer.seconds / self._task_seconds
-            # Twice that, and one: claims vary in length, and finishes bunch up.
-            wanted += min(len(self.children), math.ceil(2 * during_claim) + 1)
-        return max(0, wanted - len(self._ready))
-
-    def _add_success(self, success: transitions.Success):
-        if not self._successes:
-            self._successes_since = time.monotonic()
-        self._successes.append(success)
+    # Claims ------------------------------------------------------------------------------------
 
     def _claim(self):
         """Start a claim, in the claim thread, if tasks are wanted and none is under way.
 
-        Reported successes are recorded with it (see ``jobs.worker.claiming.claim_and_record``).
-        With nothing to claim, they are written once they have waited ``SUCCESS_DELAY`` or are many.
+        Reported successes are recorded with it (see ``jobs.worker.completer``). With nothing to
+        claim, they are written once they have waited ``Completer.DELAY`` or are many.
         """
-        if self._claimer.busy or self._leases_may_lapse() or time.monotonic() < self._claim_after:
+        if not self.claimer.can_start() or self.leases.may_lapse():
             return
-        wanted = self._wanted() if self._may_claim else 0
+        wanted = self.pool.wanted(self.claimer.seconds) if self.claimer.may_find_more else 0
         if wanted <= 0:
-            overdue = time.monotonic() - self._successes_since >= self.SUCCESS_DELAY
-            if self._successes and (overdue or len(self._successes) >= self.SUCCESS_BATCH):
-                self._record_successes()
+            if self.completer.due():
+                self.completer.flush()
             return
-
-        def after_fault():
-            self._next_heartbeat = 0.0  # a claim may have committed unseen: check at once
-
-        successes, self._successes = self._successes, []
-        self._news_at_claim, self._claim_started_at = self._news, timezone.now()
-        self._claimer.start(
+        self.claimer.start(
             wanted,
-            successes,
-            on_fault=after_fault,
+            self.completer.take(),
+            on_fault=self.leases.beat_soon,  # a claim may have committed unseen: check at once
             # Stopping, nothing more is claimed: the successes it records are written apart.
             abandon=lambda: self._stop_requested > 0 or self._give_up_bookkeeping(),
         )
 
     def _collect_claim(self, *, wait=False) -> list | None:
         """Take in the tasks of a finished claim (None if no claim finished)."""
-        recording = self._claimer.recording
         try:
-            claimed = self._claimer.collect(wait=wait)
+            claimed = self.claimer.collect(wait=wait)
         except DatabaseError as exc:
-            self._successes = recording + self._successes  # not recorded: they stay to do
-            self._claim_after = time.monotonic() + self.CLAIM_PAUSE
+            self.completer.claim_done(recorded=False)
             if not self._stop_requested:
                 logger.warning("claim failed, database unreachable error=%r", first_line(exc))
             return None
         if claimed is not None:
-            self._ready.extend(claimed)
+            self.completer.claim_done(recorded=True)
+            self.pool.ready.extend(claimed)
             logger.debug(
-                "claimed count=%d wanted=%d ready=%d", len(claimed), self._claimer.wanted,
-                len(self._ready),
+                "claimed count=%d wanted=%d ready=%d", len(claimed), self.claimer.wanted,
+                len(self.pool.ready),
             )  # fmt: skip
-            if len(claimed) < self._claimer.wanted:
-                # Nothing more was due: look again on news, or at once if news came in while
-                # the claim ran (a task enqueued after its snapshot).
-                self._may_claim = self._news != self._news_at_claim
         return claimed
 
-    def _record_successes(self, deadline_seconds=None):
-        """Record the successes children reported since the last round, in one statement.
+    # Waiting -----------------------------------------------------------------------------------
 
-        Until it is written, such a task stays ``running`` under this worker's lease (renewed by
-        the heartbeat); if this worker dies first, the lease lapses and the task runs again.
+    def _wait_timeout(self) -> float:
+        timeout = self.poll_interval
+        now = time.monotonic()
+        if self._stop_requested:
+            timeout = min(timeout, max(0.0, self._stop_deadline - now))
+        deadline = self.pool.next_deadline()
+        if deadline is not None:
+            timeout = min(timeout, max(0.0, deadline - now))
+        if not self._stop_requested:
+            timeout = min(timeout, max(0.0, self.leases.next_at() - now))
+            flush_at = self.completer.flush_at()
+            if flush_at is not None:
+                timeout = min(timeout, max(0.0, flush_at - now))
+            if self._next_due is not None:
+                timeout = min(timeout, max(0.0, self._next_due - now))
+        return timeout
+
+    def _wait(self, timeout: float) -> bool:
+        """Wait for children, notifications, or the timeout; whether there is news.
+
+        News is what may make a claim worth trying again: a notification, a child that
+        finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
+        claim thread saying it is done).
         """
-        if not self._successes:
-            return
-        successes = self._successes
-        try:
-            self._retry(
-                lambda: transitions.succeed_many(successes),
-                f"record {len(successes)} successes",
-                deadline_seconds=deadline_seconds,
-            )
-        except DatabaseError as exc:
-            # Kept: written at the next round, or, if the worker exits first, left ``running``
-            # under their lease and run again once it lapses (at least once).
-            ids = ",".join(str(success.task_id) for success in successes[:20])
-            logger.warning(
-                "successes not recorded yet, database unreachable count=%d ids=%s%s error=%r",
-                len(successes), ids, ",..." if len(successes) > 20 else "", first_line(exc),
-            )  # fmt: skip
-            return
-        self._successes = []
+        forget_queries()  # once per round of the loop (see jobs.db)
+        listen_fd = self.listener.fileno()
+        events = self._selector(listen_fd).select(timeout)
+        replies = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "reply"}
+        exits = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "exit"}
+        if any(key.data is None for key, _ in events):
+            os.read(self._wakeup_read, 64)
+        if any(key.data == ("listen", None) for key, _ in events):
+            queues = self.listener.drain()
+            logger.debug("woken queues=%s", ",".join(sorted(queues)))
+        for child in list(self.pool.children):
+            if id(child) in replies:
+                self.pool.receive(child)
+            elif id(child) in exits:
+                self.pool.lost(child)
+        return not events or any(key.data is not None for key, _ in events)
+
+    def _selector(self, listen_fd):
+        """What ``_wait`` waits on, kept between calls: registering two descriptors per child
+        at every call was most of the cost of a wait. Built again when the children or the
+        LISTEN connection change; it holds the objects it was built for, so that none is freed
+        and another takes its place (and its descriptor numbers) unnoticed."""
+        children = self.pool.children
+        built_for = (self.listener.connection, *children)
+        stale = len(built_for) != len(self._selector_built_for) or any(
+            now is not then for now, then in zip(built_for, self._selector_built_for, strict=True)
+        )
+        if stale:
+            if self._selector_now is not None:
+                self._selector_now.close()
+            selector = selectors.DefaultSelector()
+            selector.register(self._wakeup_read, selectors.EVENT_READ, None)
+            if listen_fd is not None:
+                selector.register(listen_fd, selectors.EVENT_READ, ("listen", None))
+            for child in children:
+                selector.register(child.conn.fileno(), selectors.EVENT_READ, ("reply", child))
+                selector.register(child.process.sentinel, selectors.EVENT_READ, ("exit", child))
+            self._selector_now, self._selector_built_for = selector, built_for
+        return self._selector_now

@@ -1,47 +1,78 @@
 """The supervisor's pool of child processes: spawning, dispatching, replies, losses, limits.
 
-A mixin of ``jobs.worker.lifecycle.Worker``, kept apart so that each module stays readable: this
-knows the children (which task each runs, since when, until when), the worker half knows the
-lifecycle and the claims, ``jobs.worker.upkeep`` the heartbeat and maintenance. Only ``Worker`` uses
-it.
+It knows the children (which task each runs, since when, until when) and the claimed tasks
+waiting for one (``ready``). It never claims and never writes a success: a success a child
+reports goes to ``on_success`` (the completer, ``jobs.worker.completer``); a loss (a child that
+died or was killed while running a task) it records itself, and tasks it will not run it hands
+back.
 """
 
 import contextlib
 import json
 import logging
-import os
-import selectors
+import math
 import time
+from collections import deque
 from datetime import UTC, datetime
 
 from django.db import DatabaseError
 
 from jobs import transitions
 from jobs.conf import jobs_settings
-from jobs.db import first_line, forget_queries
+from jobs.db import first_line
+from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker.child import Child, start_child
 from jobs.worker.wire import Claimed
 
-logger = logging.getLogger("jobs.worker")  # the same logger name as before the split
+logger = logging.getLogger(__name__)
 
 
 class ChildPool:
-    """Bookkeeping of ``self.children``; expects the attributes ``Worker.__init__`` sets."""
+    """A fixed number of child processes, and the claimed tasks waiting for one."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        *,
+        max_tasks: int | None,
+        max_memory_bytes: int | None,
+        retry,
+        on_success,
+        stopping,
+        before_fork,
+    ):
+        """Keep ``concurrency`` children, once ``start`` has forked them.
+
+        ``retry(operation, what, **options)`` runs a write, retried on database faults;
+        ``on_success(success)`` takes a success a child reported (``jobs.transitions.Success``);
+        ``stopping()`` says whether the worker is shutting down (a lost child is then not
+        replaced); ``before_fork()`` readies the worker for a fork and returns the descriptors
+        of its own that a new child must close.
+        """
+        self.concurrency = concurrency
+        self.max_tasks, self.max_memory_bytes = max_tasks, max_memory_bytes
+        self.batch_size = jobs_settings.BATCH_SIZE
+        self.batch_seconds = jobs_settings.BATCH_SECONDS
+        self._retry, self._on_success = retry, on_success
+        self._stopping, self._before_fork = stopping, before_fork
+        self.children: list[Child] = []
+        self.ready: deque[Claimed] = deque()  # claimed tasks waiting for a child
+        self.task_seconds = None  # how long recent tasks took, on average (a moving average)
+        self._batch_number = 0
+        self._timeouts = {}  # (name, backend) -> seconds
+
+    def start(self):
+        for _ in range(self.concurrency):
+            self.children.append(self._spawn())
 
     def _spawn(self) -> Child:
-        self._claimer.before_fork()
-        inherited = [self._wakeup_read, self._wakeup_write]
+        inherited = list(self._before_fork())
         inherited += [child.conn.fileno() for child in self.children if not child.conn.closed]
-        listen_fd = self.listener.fileno() if self.listener.connected else None
-        if listen_fd is not None:
-            inherited.append(listen_fd)
         return start_child(
-            max_tasks=self.max_tasks_per_child,
-            max_memory=self.max_memory_bytes,
-            close_fds=inherited,
+            max_tasks=self.max_tasks, max_memory=self.max_memory_bytes, close_fds=inherited
         )
 
     def _replace(self, child: Child):
@@ -49,41 +80,69 @@ class ChildPool:
         child.slot.close()
         self.children[self.children.index(child)] = self._spawn()
 
-    def _busy(self) -> int:
+    def busy(self) -> int:
         return sum(child.busy for child in self.children)
 
-    def _idle(self) -> list[Child]:
+    def idle(self) -> list[Child]:
         return [child for child in self.children if not child.busy]
 
-    def _in_hand(self) -> list[Claimed]:
-        """Every claimed task this worker holds and has not reported on: its leases to renew."""
-        held = list(self._ready)
+    def in_hand(self) -> list[Claimed]:
+        """Every claimed task held here and not reported on: its leases to renew."""
+        held = list(self.ready)
         for child in self.children:
             held.extend(child.batch.values())
         return held
 
+    def running(self) -> list[Claimed]:
+        """The tasks children run now."""
+        return [child.batch[now[0]] for child in self.children if (now := child.running())]
+
+    def next_deadline(self) -> float | None:
+        """When (monotonic) the first running task overruns its timeout; None if none runs."""
+        deadlines = [child.deadline() for child in self.children if child.busy]
+        return min((deadline for deadline in deadlines if deadline is not None), default=None)
+
     # Dispatching -------------------------------------------------------------------------------
 
-    def _batch_size(self) -> int:
+    def batch_size_now(self) -> int:
         """How many tasks a child gets at once: as many as fit the batch's time budget.
 
         Judged by how long recent tasks took; one at a time until the first reports come in,
         so a worker of slow tasks never holds more than it runs.
         """
-        if self._task_seconds is None:
+        if self.task_seconds is None:
             return 1
-        fits = int(self.batch_seconds / max(self._task_seconds, 1e-6))
+        fits = int(self.batch_seconds / max(self.task_seconds, 1e-6))
         return max(1, min(self.batch_size, fits))
 
-    def _dispatch_ready(self):
+    def wanted(self, claim_seconds: float) -> int:
+        """How many tasks to claim: a batch for each idle child, and some to keep at hand.
+
+        At hand, so that a child that finishes gets its next task at once rather than after a
+        claim (which takes ``claim_seconds``): with quick tasks a batch per child; with slower
+        ones about twice as many as the children finish, together, during one claim (at most
+        one per child). A worker of slow tasks thus holds about as many as it runs, and leaves
+        the rest to other workers.
+        """
+        size = self.batch_size_now()
+        wanted = len(self.idle()) * size
+        if size > 1:
+            wanted += len(self.children) * size
+        elif self.task_seconds:
+            during_claim = len(self.children) * claim_seconds / self.task_seconds
+            # Twice that, and one: claims vary in length, and finishes bunch up.
+            wanted += min(len(self.children), math.ceil(2 * during_claim) + 1)
+        return max(0, wanted - len(self.ready))
+
+    def dispatch(self):
         """Send claimed tasks waiting here to idle children, a batch to each."""
-        if not self._ready:
+        if not self.ready:
             return
-        size = self._batch_size()
-        for child in self._idle():
-            if not self._ready:
+        size = self.batch_size_now()
+        for child in self.idle():
+            if not self.ready:
                 break
-            batch = [self._ready.popleft() for _ in range(min(size, len(self._ready)))]
+            batch = [self.ready.popleft() for _ in range(min(size, len(self.ready)))]
             self._batch_number += 1
             child.send(self._batch_number, batch, [self._timeout(c) for c in batch],
                        self.batch_seconds)  # fmt: skip
@@ -100,58 +159,13 @@ class ChildPool:
 
     # Replies -----------------------------------------------------------------------------------
 
-    def _wait(self, timeout: float) -> bool:
-        """Wait for children, notifications, or the timeout; whether there is news.
-
-        News is what may make a claim worth trying again: a notification, a child that
-        finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
-        claim thread saying it is done).
-        """
-        forget_queries()  # once per round of the loop (see jobs.db)
-        listen_fd = self.listener.fileno()
-        events = self._selector(listen_fd).select(timeout)
-        replies = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "reply"}
-        exits = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "exit"}
-        if any(key.data is None for key, _ in events):
-            os.read(self._wakeup_read, 64)
-        if any(key.data == ("listen", None) for key, _ in events):
-            queues = self.listener.drain()
-            logger.debug("woken queues=%s", ",".join(sorted(queues)))
-        for child in list(self.children):
-            if id(child) in replies:
-                self._receive(child)
-            elif id(child) in exits:
-                self._lost(child)
-        return not events or any(key.data is not None for key, _ in events)
-
-    def _selector(self, listen_fd):
-        """What ``_wait`` waits on, kept between calls: registering two descriptors per child
-        at every call was most of the cost of a wait. Built again when the children or the
-        LISTEN connection change; it holds the objects it was built for, so that none is freed
-        and another takes its place (and its descriptor numbers) unnoticed."""
-        built_for = (self.listener.connection, *self.children)
-        stale = len(built_for) != len(self._selector_built_for) or any(
-            now is not then for now, then in zip(built_for, self._selector_built_for, strict=True)
-        )
-        if stale:
-            if self._selector_now is not None:
-                self._selector_now.close()
-            selector = selectors.DefaultSelector()
-            selector.register(self._wakeup_read, selectors.EVENT_READ, None)
-            if listen_fd is not None:
-                selector.register(listen_fd, selectors.EVENT_READ, ("listen", None))
-            for child in self.children:
-                selector.register(child.conn.fileno(), selectors.EVENT_READ, ("reply", child))
-                selector.register(child.process.sentinel, selectors.EVENT_READ, ("exit", child))
-            self._selector_now, self._selector_built_for = selector, built_for
-        return self._selector_now
-
-    def _receive(self, child: Child):
-        while True:  # every reply waiting, so a child's final one is never left for later
+    def receive(self, child: Child):
+        """Take every reply ``child`` has sent, so a child's final one is never left for later."""
+        while True:
             try:
                 reply = json.loads(child.conn.recv_bytes())
             except (EOFError, OSError):
-                self._lost(child)
+                self.lost(child)
                 return
             self._take_reply(child, reply)
             if child.conn.closed or not child.conn.poll():
@@ -165,14 +179,14 @@ class ChildPool:
         for index, outcome, result, finished_at in results:
             claimed = child.batch.pop(index)
             if outcome == "deferred":
-                self._add_success(
+                self._on_success(
                     transitions.Success(claimed.id, claimed.attempts, claimed.worker_id, result,
                                         datetime.fromtimestamp(finished_at, UTC))
                 )  # fmt: skip
         if results:
             seconds = reply["busy"] / len(results)
-            self._task_seconds = seconds if self._task_seconds is None else (
-                0.8 * self._task_seconds + 0.2 * seconds
+            self.task_seconds = seconds if self.task_seconds is None else (
+                0.8 * self.task_seconds + 0.2 * seconds
             )  # fmt: skip
             child.tasks_done += len(results)
         if not reply["final"]:
@@ -181,7 +195,7 @@ class ChildPool:
         # first in line again, in their order.
         returned = [child.batch.pop(index) for index in reply["returned"] if index in child.batch]
         returned += child.batch.values()  # never expected: a task the child did not mention
-        self._ready.extendleft(reversed(returned))
+        self.ready.extendleft(reversed(returned))
         child.batch = {}
         if reply.get("recycle"):
             child.process.join(5)
@@ -194,7 +208,7 @@ class ChildPool:
 
     # Losses and limits -------------------------------------------------------------------------
 
-    def _lost(self, child: Child):
+    def lost(self, child: Child):
         """A child exited: record the failure of its running task, hand back the rest."""
         self._take_pending_replies(child)
         if child not in self.children:
@@ -216,10 +230,10 @@ class ChildPool:
             self._record_lost(current, self._lost_error(child, reason, timeout), running[1])
             del child.batch[running[0]]
         # Not started, or finished with an outcome the child had not reported yet: run again.
-        self._hand_back(list(child.batch.values()))
+        self.hand_back(list(child.batch.values()))
         child.batch = {}
         child.conn.close()
-        if self._stop_requested:
+        if self._stopping():
             self.children.remove(child)  # no new children while shutting down
             child.slot.close()
         else:
@@ -232,25 +246,26 @@ class ChildPool:
             while not child.conn.closed and child.conn.poll():
                 self._take_reply(child, json.loads(child.conn.recv_bytes()))
 
-    def _hand_back(self, claimed: list[Claimed]):
-        """Release claimed tasks this worker will not run: claimable at once, attempt undone."""
-        if not claimed:
-            return
-        attempts = [(c.id, c.attempts, c.worker_id) for c in claimed]
-        try:
-            self._retry(
-                lambda: transitions.release_many(attempts), f"hand back {len(attempts)} tasks"
+    def _lost_error(self, child: Child, reason: str, timeout: float):
+        """The error to record for a task whose child was killed or died; None for a cancel."""
+        if reason == "cancel":
+            return None
+        if reason == "timeout":
+            return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+        if reason == "lease":
+            return WorkerCrashed(
+                "The task was stopped: its worker could not reach the database to renew its lease.",
+                detail=f"child process {child.pid} killed, lease not renewed",
             )
-        except DatabaseError as exc:
-            # Left running under this worker's lease: rescued once it lapses (or handed back by
-            # the next heartbeat, if this worker goes on).
-            logger.warning(
-                "tasks not handed back, database unreachable ids=%s error=%r",
-                ",".join(str(c.id) for c in claimed), first_line(exc),
-            )  # fmt: skip
-            return
-        for c in claimed:
-            logger.info("task handed back name=%s id=%s attempt=%d", c.name, c.id, c.attempts)
+        if reason == "memory":
+            return MemoryLimitExceeded(
+                "The task used more memory than this worker allows.",
+                detail=f"child rss above {self.max_memory_bytes // 2**20} MiB",
+            )
+        return WorkerCrashed(
+            "The task stopped unexpectedly.",
+            detail=f"child process {child.pid} exited with code {child.process.exitcode}",
+        )
 
     def _record_lost(self, claimed: Claimed, exc, started: float):
         def record():
@@ -280,7 +295,27 @@ class ChildPool:
                 claimed.id, first_line(exc),
             )  # fmt: skip
 
-    def _enforce_limits(self):
+    def hand_back(self, claimed: list[Claimed]):
+        """Release claimed tasks this worker will not run: claimable at once, attempt undone."""
+        if not claimed:
+            return
+        attempts = [(c.id, c.attempts, c.worker_id) for c in claimed]
+        try:
+            self._retry(
+                lambda: transitions.release_many(attempts), f"hand back {len(attempts)} tasks"
+            )
+        except DatabaseError as exc:
+            # Left running under this worker's lease: rescued once it lapses (or handed back by
+            # the next heartbeat, if this worker goes on).
+            logger.warning(
+                "tasks not handed back, database unreachable ids=%s error=%r",
+                ",".join(str(c.id) for c in claimed), first_line(exc),
+            )  # fmt: skip
+            return
+        for c in claimed:
+            logger.info("task handed back name=%s id=%s attempt=%d", c.name, c.id, c.attempts)
+
+    def enforce_limits(self):
         """Kill children whose task overran its timeout or whose memory grew past the limit."""
         now = time.monotonic()
         for child in list(self.children):
@@ -294,11 +329,55 @@ class ChildPool:
                     "task timed out id=%s name=%s timeout=%gs ran=%.3fs",
                     running.id, running.name, child.timeouts[index], now - started,
                 )  # fmt: skip
-                self._kill_and_replace(child, "timeout")
+                self._kill(child, "timeout")
             elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
                 logger.warning("task over memory limit pid=%s", child.pid)
-                self._kill_and_replace(child, "memory")
+                self._kill(child, "memory")
 
-    def _kill_and_replace(self, child: Child, reason: str):
+    def _kill(self, child: Child, reason: str):
         child.kill(reason)
-        self._lost(child)
+        self.lost(child)
+
+    def stop_tasks(self, reason: str, task_ids=None):
+        """Kill the children running ``task_ids``, recording their loss for ``reason``.
+
+        With ``task_ids`` None, every busy child, and forget the tasks waiting for one (they are
+        not handed back: the database may not answer; their lease lapses, or the heartbeat
+        hands them back).
+        """
+        for child in list(self.children):
+            if task_ids is None:
+                if child.busy:
+                    self._kill(child, reason)
+                continue
+            running = child.running()
+            if running and child.batch[running[0]].id in task_ids:
+                self._kill(child, reason)
+        if task_ids is None:
+            self.ready.clear()
+
+    # Stopping ----------------------------------------------------------------------------------
+
+    def ask_to_stop(self):
+        """Have children start no further task of their batches; hand back what waits here."""
+        for child in self.children:
+            child.slot.ask_to_stop()
+        self.hand_back_ready()
+
+    def hand_back_ready(self):
+        waiting, self.ready = list(self.ready), deque()
+        self.hand_back(waiting)
+
+    def close(self):
+        """Kill the children still busy, handing back their tasks; stop every child."""
+        for child in self.children:
+            if child.busy:
+                child.kill("shutdown")
+                self.hand_back(list(child.batch.values()))
+                child.batch = {}
+            child.conn.close()
+        for child in self.children:
+            child.process.join(2)
+            if child.process.is_alive():
+                child.kill("shutdown")
+            child.kill_group()

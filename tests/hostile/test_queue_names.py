@@ -41,6 +41,7 @@ def parsed(command, option, value):
 @example(name=" lead")
 @example(name="tab\there")
 @example(name="a\nb")
+@example(name="-:")
 @pytest.mark.django_db
 def test_a_queue_enqueue_accepts_is_one_every_command_selects(name):
     try:

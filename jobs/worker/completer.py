@@ -1,0 +1,114 @@
+"""The completer: successes that children report, held until they are written (at least once).
+
+A child records a failure, retry or cancellation itself; a plain success it reports to the
+supervisor with its result, and the supervisor writes many at once (a success a receiver of
+``task_succeeded``/``task_finished`` waits for is the exception: the child records it, so that
+receivers run there). The path that keeps "at least once" true, top to bottom:
+
+1. ``add``: a child reported a success. In the database the task is still ``running``, under
+   this worker's lease.
+2. ``task_ids``: while held, its lease is renewed like that of a task still running (the
+   heartbeat asks for these ids, ``jobs.worker.leases``), so no other worker rescues it.
+3. Written with the next claim: ``take`` hands the held successes to it, and the claim's own
+   statement records them (``jobs.worker.claiming.claim_and_record``: on PostgreSQL one round
+   trip and one commit for both, all or nothing). ``claim_done`` then forgets them, or, if the
+   claim failed, holds them again, first in line. With no claim due, ``flush`` writes them on
+   their own (``jobs.transitions.succeed_many``, guarded like every outcome by task, attempt,
+   worker and status ``running``) once the oldest has waited ``DELAY`` or ``BATCH`` are held
+   (``due``; ``flush_at`` tells the worker's wait when).
+4. Not written, the database unreachable: still held, renewed, and written at a later round.
+   If the worker exits or dies first, the tasks stay ``running`` under their lease, which
+   lapses; maintenance rescues them and they run again. Never lost, at least once; effects that
+   must not repeat go through ``jobs.execution.effects.once``.
+
+Modelled on River's ``JobCompleter``: one owner for outcomes the supervisor records.
+"""
+
+import logging
+import time
+
+from django.db import DatabaseError
+
+from jobs import transitions
+from jobs.db import first_line
+
+logger = logging.getLogger(__name__)
+
+
+class Completer:
+    """Hold reported successes until they are written; see the module's docstring."""
+
+    # Seconds a reported success may wait to be written with the next claim, and how many may.
+    DELAY = 0.05
+    BATCH = 1000
+
+    def __init__(self, *, retry, clock=time.monotonic):
+        """Write through ``retry(operation, what, **options)``, retried on database faults."""
+        self._retry = retry
+        self._clock = clock
+        self._held: list[transitions.Success] = []  # reported, not handed to a claim yet
+        self._held_since = 0.0  # when the oldest of them was reported (``clock`` time)
+        self._with_claim: list[transitions.Success] = []  # handed to the claim in flight
+
+    def add(self, success: transitions.Success):
+        """Hold a success a child reported, until it is written."""
+        if not self._held:
+            self._held_since = self._clock()
+        self._held.append(success)
+
+    def task_ids(self) -> list:
+        """The tasks whose success is not written yet: their leases must be renewed."""
+        return [s.task_id for s in self._held] + [s.task_id for s in self._with_claim]
+
+    # With the next claim -----------------------------------------------------------------------
+
+    def take(self) -> list[transitions.Success]:
+        """Hand the held successes to a claim, which records them in its statement."""
+        assert not self._with_claim, "one claim at a time"
+        self._with_claim, self._held = self._held, []
+        return self._with_claim
+
+    def claim_done(self, *, recorded: bool):
+        """Forget the successes the claim recorded; or hold them again if it failed."""
+        if not recorded:
+            self._held = self._with_claim + self._held  # not recorded: they stay to do
+        self._with_claim = []
+
+    # On their own ------------------------------------------------------------------------------
+
+    def due(self) -> bool:
+        """Whether the held successes should be written now, with no claim to carry them."""
+        if not self._held:
+            return False
+        overdue = self._clock() - self._held_since >= self.DELAY
+        return overdue or len(self._held) >= self.BATCH
+
+    def flush_at(self) -> float | None:
+        """When (``clock`` time) the held successes are due by age; None when none is held."""
+        return self._held_since + self.DELAY if self._held else None
+
+    def flush(self, deadline_seconds=None):
+        """Write the held successes in one statement; on a database outage, keep holding them.
+
+        Until it is written, such a task stays ``running`` under this worker's lease (renewed by
+        the heartbeat); if this worker dies first, the lease lapses and the task runs again.
+        """
+        if not self._held:
+            return
+        successes = self._held
+        try:
+            self._retry(
+                lambda: transitions.succeed_many(successes),
+                f"record {len(successes)} successes",
+                deadline_seconds=deadline_seconds,
+            )
+        except DatabaseError as exc:
+            # Kept: written at the next round, or, if the worker exits first, left ``running``
+            # under their lease and run again once it lapses (at least once).
+            ids = ",".join(str(success.task_id) for success in successes[:20])
+            logger.warning(
+                "successes not recorded yet, database unreachable count=%d ids=%s%s error=%r",
+                len(successes), ids, ",..." if len(successes) > 20 else "", first_line(exc),
+            )  # fmt: skip
+            return
+        self._held = []

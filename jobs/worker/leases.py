@@ -1,0 +1,220 @@
+"""The lease keeper: this worker's row, the heartbeats that renew its leases, and the tasks it
+stops when a lease may lapse.
+
+A claim holds a task under a lease of ``JOBS_LEASE_SECONDS``. The heartbeat renews the lease of
+every task the worker holds (running in a child, waiting for one, or finished with a success not
+written yet) every third of a lease; a worker that vanishes stops renewing, and once its leases
+lapse any worker's maintenance round rescues the tasks. The heartbeat also hands back rows this
+worker holds in the database but not in hand (a claim whose reply was lost), says the worker is
+alive (its row in ``jobs.models.Worker``), and stops tasks that ignored their cancellation.
+
+Through a database outage the worker keeps running, but a lease can only be renewed through the
+database: once a quarter of a lease is left since the last renewal (``margin``), the tasks under
+it are stopped (``stop_unleased``), so that no other worker, rescuing them after their lease
+lapsed, can ever run one beside this one. They stay ``running`` in the database and are rescued,
+an attempt counted, once it answers.
+"""
+
+import logging
+import time
+from datetime import timedelta
+
+from django.db import DatabaseError
+from django.utils import timezone
+
+from jobs import transitions
+from jobs.conf import jobs_settings
+from jobs.db import first_line
+from jobs.maintenance import pausing
+from jobs.models import Task
+from jobs.models import Worker as WorkerRecord
+from jobs.states import Status
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    """Renew the leases of what a worker holds; stop its tasks when a lease may lapse."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        queues,
+        *,
+        concurrency: int,
+        lease_seconds: float,
+        retry,
+        holding,
+        completing,
+        running,
+        claim_busy,
+        stop,
+        clock=time.monotonic,
+    ):
+        """Keep the leases of one worker.
+
+        ``retry(operation, what, **options)`` runs a write, retried on database faults.
+        ``holding()`` lists the claimed tasks not reported on (``jobs.worker.wire.Claimed``),
+        ``completing()`` the ids of tasks whose success is not written yet, ``running()`` the
+        claimed tasks running in a child now; ``claim_busy()`` says whether a claim is under
+        way; ``stop(reason, task_ids)`` stops the tasks ``task_ids`` (None: every task held).
+        """
+        self.worker_id, self.queues = worker_id, queues
+        self.concurrency, self.lease_seconds = concurrency, lease_seconds
+        self._retry, self._clock = retry, clock
+        self._holding, self._completing, self._running = holding, completing, running
+        self._claim_busy, self._stop = claim_busy, stop
+        self._next_heartbeat = 0.0  # ``clock`` time of the next heartbeat
+        self._last_renewal = 0.0  # ``clock`` time the last heartbeat that renewed leases began
+        self._database_down_since = None  # ``clock`` time of the heartbeat fault, if any
+        self._unleased = set()  # ids of tasks stopped because their lease may have lapsed
+        self._paused = frozenset()  # queues of this worker paused, as last logged
+
+    # The worker's row --------------------------------------------------------------------------
+
+    def register(self, *, abandon=None):
+        """Add this worker's row, retried on database faults; its leases count from now."""
+        self._retry(self._create_row, "register_worker", abandon=abandon)
+        self._last_renewal = self._clock()
+
+    def _create_row(self):
+        hostname, pid, _ = self.worker_id.rsplit(":", 2)
+        WorkerRecord.objects.create(
+            id=self.worker_id,
+            hostname=hostname,
+            pid=int(pid),
+            queues=self.queues,
+            concurrency=self.concurrency,
+        )
+
+    def unregister(self, *, deadline_seconds=None):
+        """Mark this worker's row stopped, retried on database faults."""
+
+        def mark_stopped():
+            now = timezone.now()
+            WorkerRecord.objects.filter(pk=self.worker_id).update(
+                stopped_at=now, in_flight=0, last_heartbeat_at=now
+            )
+
+        self._retry(mark_stopped, "unregister_worker", deadline_seconds=deadline_seconds)
+
+    # Heartbeats --------------------------------------------------------------------------------
+
+    def interval(self) -> float:
+        return min(self.lease_seconds / 3, jobs_settings.CANCEL_GRACE / 2)
+
+    def next_at(self) -> float:
+        """When (``clock`` time) the next heartbeat is due."""
+        return self._next_heartbeat
+
+    def beat_soon(self):
+        """Have the next round beat at once (a claim may have committed rows unseen)."""
+        self._next_heartbeat = 0.0
+
+    def heartbeat(self):
+        """Say this worker is alive, renew its leases, and stop tasks cancelled long ago."""
+        if self._clock() < self._next_heartbeat:
+            return
+        self._next_heartbeat = self._clock() + self.interval()
+
+        def beat():
+            now = timezone.now()
+            # Only the leases of tasks this worker holds: a claim whose reply was lost to a
+            # database fault leaves rows "running" here that it does not have; those are handed
+            # back.
+            running = [claimed.id for claimed in self._holding()]
+            running += self._completing()
+            mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
+            mine.filter(pk__in=running).update(
+                lease_expires_at=now + timedelta(seconds=self.lease_seconds)
+            )
+            # While a claim is under way, rows it took are not in hand yet: not lost.
+            # Nor are the tasks stopped as their leases lapsed: maintenance rescues those,
+            # counting the attempt they made.
+            lost_claims = mine.exclude(pk__in=running).exclude(pk__in=self._unleased)
+            for lost in [] if self._claim_busy() else lost_claims:
+                if transitions.release(lost):
+                    logger.warning("lost claim handed back task_id=%s", lost.pk)
+            WorkerRecord.objects.filter(pk=self.worker_id).update(
+                last_heartbeat_at=now, in_flight=len(running)
+            )
+            overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
+            return set(
+                mine.filter(pk__in=running, cancel_requested_at__lte=overdue).values_list(
+                    "pk", flat=True
+                )
+            )
+
+        started = self._clock()
+        try:
+            ignoring_cancel = self._retry(
+                beat,
+                "heartbeat",
+                deadline_seconds=min(self.interval(), jobs_settings.DATABASE_RETRY_SECONDS),
+            )
+        except DatabaseError as exc:
+            if self._database_down_since is None:
+                self._database_down_since = started
+                logger.error(
+                    "database unreachable, the worker keeps running and retries "
+                    "running_tasks_stopped_in=%.1fs worker_id=%s error=%r",
+                    max(0.0, self._last_renewal + self.lease_seconds - self.margin()
+                        - self._clock()),
+                    self.worker_id, first_line(exc),
+                )  # fmt: skip
+            # Sooner than a round: the leases wait on it.
+            self._next_heartbeat = self._clock() + min(1.0, self.interval())
+            return
+        except Exception:
+            logger.exception("heartbeat failed worker_id=%s", self.worker_id)
+            return
+        self._last_renewal = started
+        if self._database_down_since is not None:
+            logger.warning(
+                "database reachable again after %.1fs worker_id=%s",
+                self._clock() - self._database_down_since, self.worker_id,
+            )  # fmt: skip
+            self._database_down_since = None
+        # The claim itself skips paused queues; this only tells the operator reading the log.
+        self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
+        stopping = {claimed.id for claimed in self._running() if claimed.id in ignoring_cancel}
+        for task_id in stopping:
+            logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
+        if stopping:
+            self._stop("cancel", stopping)
+
+    # Database outages --------------------------------------------------------------------------
+
+    def margin(self) -> float:
+        """Seconds before a lease lapses at which its task is stopped, the database silent."""
+        return self.lease_seconds / 4
+
+    def may_lapse(self) -> bool:
+        """Whether the leases may lapse before the next renewal: writes must give up, for now."""
+        return self._clock() - self._last_renewal >= self.lease_seconds - self.margin()
+
+    def stop_unleased(self):
+        """Stop the tasks whose lease may have lapsed: their children killed, the rest forgotten.
+
+        They stay ``running`` in the database, under a lapsed lease: maintenance rescues them
+        (an attempt counted) once the database answers. Tasks claimed but not started are
+        forgotten too; their lease lapses, or the heartbeat hands them back.
+        """
+        if not self.may_lapse() or not self._holding():
+            return
+        # A late heartbeat (a slow round, a loaded host) rather than a silent database: if it
+        # answers now, renewing beats killing. One try: the retries give up at once by now.
+        self._next_heartbeat = 0.0
+        self.heartbeat()
+        if not self.may_lapse():
+            return
+        running = self._running()
+        self._unleased.update(claimed.id for claimed in running)
+        for claimed in running:
+            logger.error(
+                # It runs again, rescued, once the database answers.
+                "task stopped, its lease could not be renewed id=%s name=%s "
+                "database_silent_for=%.1fs",
+                claimed.id, claimed.name, self._clock() - self._last_renewal,
+            )  # fmt: skip
+        self._stop("lease", None)

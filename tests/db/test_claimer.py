@@ -1,0 +1,59 @@
+"""The claimer built alone: when a claim is worth starting again, and when the next task is due."""
+
+import os
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.worker.claimer import Claimer
+from tests.factories import TaskFactory
+
+# The claim thread has a connection of its own: rows must be committed.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def claimer():
+    wake_read, wake_write = os.pipe()
+    claimer = Claimer("host:1:claimer", [], 60, wake_write)
+    yield claimer
+    claimer.close()
+    os.close(wake_read)
+    os.close(wake_write)
+
+
+def claim(claimer, wanted, news_meanwhile=False):
+    claimer.start(wanted, [])
+    if news_meanwhile:
+        claimer.news()  # a task enqueued after the claim's snapshot, say
+    return claimer.collect(wait=True)
+
+
+def test_after_a_claim_that_found_less_than_it_asked_it_waits_for_news(claimer):
+    TaskFactory()
+    assert len(claim(claimer, 5)) == 1
+    assert not claimer.may_find_more
+    claimer.news()
+    assert claimer.may_find_more
+
+
+def test_news_while_a_claim_runs_keeps_the_next_claim_allowed(claimer):
+    assert claim(claimer, 5, news_meanwhile=True) == []
+    assert claimer.may_find_more
+
+
+def test_a_claim_that_found_all_it_asked_for_looks_again_at_once(claimer):
+    TaskFactory.create_batch(2)
+    assert len(claim(claimer, 2)) == 2
+    assert claimer.may_find_more
+    assert claimer.can_start()
+
+
+def test_the_next_due_task_wakes_the_worker_when_it_is_due(claimer):
+    assert claimer.next_due_at() is None  # nothing delayed
+    claim(claimer, 1)
+    TaskFactory(run_after=timezone.now() + timedelta(seconds=30))
+    wake_at = claimer.next_due_at()
+    assert 25 < wake_at - time.monotonic() <= 30

@@ -1,0 +1,155 @@
+"""The lease keeper against the database, built alone: leases renewed, lost claims handed back,
+the worker's row, tasks that ignore their cancellation (no processes)."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.db import retry_on_database_error
+from jobs.models import Task
+from jobs.models import Worker as WorkerRecord
+from jobs.states import Status
+from jobs.worker.leases import LeaseKeeper
+from tests import helpers
+from tests.factories import TaskFactory
+from tests.helpers import claimed_from_task
+
+pytestmark = pytest.mark.django_db
+
+WORKER_ID = "host:123:abcdef"
+
+
+def retry(operation, what, **options):
+    return retry_on_database_error(operation, what=what, model=Task, **options)
+
+
+class Holder:
+    """What a worker gives its lease keeper: what it holds, and how to stop tasks."""
+
+    def __init__(self):
+        self.holding, self.completing, self.running = [], [], []
+        self.claim_busy, self.stopped = False, []
+
+    def keeper(self, clock=time.monotonic, lease_seconds=60) -> LeaseKeeper:
+        return LeaseKeeper(
+            WORKER_ID, ["a"], concurrency=2, lease_seconds=lease_seconds, retry=retry,
+            holding=lambda: self.holding, completing=lambda: self.completing,
+            running=lambda: self.running, claim_busy=lambda: self.claim_busy,
+            stop=lambda reason, ids: self.stopped.append((reason, ids)), clock=clock,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def holder():
+    return Holder()
+
+
+@pytest.fixture
+def keeper(holder):
+    keeper = holder.keeper()
+    keeper.register()
+    return keeper
+
+
+def test_register_and_unregister_write_the_workers_row(keeper):
+    record = WorkerRecord.objects.get(pk=WORKER_ID)
+    assert (record.hostname, record.pid, record.queues, record.concurrency) == (
+        "host", 123, ["a"], 2,
+    )  # fmt: skip
+    assert record.stopped_at is None
+    keeper.unregister()
+    record.refresh_from_db()
+    assert record.stopped_at is not None
+    assert record.in_flight == 0
+
+
+def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(keeper, holder):
+    TaskFactory.create_batch(4)
+    running, waiting, reported, lost = helpers.claim(WORKER_ID, 4, lease_seconds=1)
+    holder.holding = [claimed_from_task(running), claimed_from_task(waiting)]
+    holder.completing = [reported.pk]  # its success not written yet
+
+    keeper.heartbeat()
+
+    for task in (running, waiting, reported, lost):
+        task.refresh_from_db()
+    for task in (running, waiting, reported):
+        assert task.status == Status.RUNNING
+        assert task.lease_expires_at > timezone.now() + timedelta(seconds=30)
+    # Claimed by this worker, but it does not hold it (the claim's reply was lost): handed back.
+    assert lost.status == Status.PENDING
+    assert lost.attempts == 0
+    record = WorkerRecord.objects.get(pk=WORKER_ID)
+    assert record.in_flight == 3
+    assert record.last_heartbeat_at > timezone.now() - timedelta(seconds=5)
+
+
+def test_heartbeat_leaves_other_workers_tasks_alone(keeper):
+    other = TaskFactory(running=True, worker_id="another-worker")
+    keeper.heartbeat()
+    other.refresh_from_db()
+    assert other.status == Status.RUNNING
+    assert Task.objects.running().count() == 1
+
+
+def test_while_a_claim_runs_its_rows_are_not_taken_for_lost(keeper, holder):
+    TaskFactory()
+    (taken,) = helpers.claim(WORKER_ID, 1, lease_seconds=60)
+    holder.claim_busy = True  # its reply not collected yet: not in hand, but not lost
+    keeper.heartbeat()
+    taken.refresh_from_db()
+    assert (taken.status, taken.worker_id) == (Status.RUNNING, WORKER_ID)
+
+
+def test_a_task_that_ignores_its_cancellation_is_stopped(keeper, holder, settings):
+    settings.JOBS_CANCEL_GRACE = 10
+    TaskFactory.create_batch(2)
+    stubborn, fresh = helpers.claim(WORKER_ID, 2, lease_seconds=60)
+    Task.objects.filter(pk=stubborn.pk).update(
+        cancel_requested_at=timezone.now() - timedelta(seconds=11)
+    )
+    Task.objects.filter(pk=fresh.pk).update(cancel_requested_at=timezone.now())
+    holder.holding = holder.running = [claimed_from_task(stubborn), claimed_from_task(fresh)]
+    keeper.heartbeat()
+    assert holder.stopped == [("cancel", {stubborn.pk})]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 5000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_late_heartbeat_the_database_answers_renews_rather_than_stops(holder):
+    clock = Clock()
+    keeper = holder.keeper(clock=clock)
+    keeper.register()
+    TaskFactory()
+    (running,) = helpers.claim(WORKER_ID, 1, lease_seconds=60)
+    holder.holding = holder.running = [claimed_from_task(running)]
+    clock.now += 60 * 0.75  # a quarter of the lease left: stopped unless renewed now
+    assert keeper.may_lapse()
+    keeper.stop_unleased()
+    assert holder.stopped == []
+    assert not keeper.may_lapse()
+
+
+def test_heartbeats_come_every_third_of_a_lease(
+    keeper, holder, settings, django_assert_num_queries
+):
+    settings.JOBS_CANCEL_GRACE = 3600
+    clock = Clock()
+    keeper = holder.keeper(clock=clock, lease_seconds=30)
+    keeper.heartbeat()
+    assert keeper.next_at() == 5010.0
+    clock.now += 9.0
+    with django_assert_num_queries(0):
+        keeper.heartbeat()  # not due
+    assert keeper.next_at() == 5010.0
+    keeper.beat_soon()  # after a claim's fault, say
+    keeper.heartbeat()
+    assert keeper.next_at() == 5019.0

@@ -1,0 +1,86 @@
+"""The pool alone, no database and no process: how many tasks it wants, and how it hands them
+out (its losses, with real children, are in ``tests/db/test_pool.py``)."""
+
+import json
+import uuid
+
+import pytest
+
+from jobs.worker.child import Child
+from jobs.worker.pool import ChildPool
+from jobs.worker.wire import Claimed
+
+
+class Conn:
+    def __init__(self):
+        self.sent = []
+
+    def send_bytes(self, data):
+        self.sent.append(json.loads(data))
+
+
+def child(busy=False) -> Child:
+    child = Child(process=None, conn=Conn(), slot=None)
+    if busy:
+        child.batch = {0: claimed()}
+    return child
+
+
+def claimed() -> Claimed:
+    return Claimed(uuid.uuid4(), 1, "w", "tests.testapp.tasks.add", "default", b'{"id": 1}')
+
+
+def pool_of(*children, settings=None) -> ChildPool:
+    pool = ChildPool(
+        len(children), max_tasks=None, max_memory_bytes=None, retry=None, on_success=None,
+        stopping=lambda: False, before_fork=lambda: [],
+    )  # fmt: skip
+    pool.children = list(children)
+    return pool
+
+
+@pytest.fixture(autouse=True)
+def batches(settings):
+    settings.JOBS_BATCH_SIZE, settings.JOBS_BATCH_SECONDS = 100, 0.02
+
+
+def test_one_task_per_idle_child_until_tasks_report_how_long_they_take():
+    pool = pool_of(child(), child(), child(busy=True))
+    assert pool.batch_size_now() == 1
+    assert pool.wanted(claim_seconds=0.01) == 2
+
+
+def test_quick_tasks_come_in_batches_and_a_batch_more_per_child_at_hand():
+    pool = pool_of(child(), child(busy=True))
+    pool.task_seconds = 0.0001  # 200 fit in the budget: the batch size caps it
+    assert pool.batch_size_now() == 100
+    assert pool.wanted(claim_seconds=0.01) == 100 + 2 * 100
+    pool.ready.extend(claimed() for _ in range(150))
+    assert pool.wanted(claim_seconds=0.01) == 150
+
+
+def test_slow_tasks_keep_at_hand_about_what_children_finish_during_a_claim():
+    pool = pool_of(child(), child(), child(busy=True), child(busy=True))
+    pool.task_seconds = 1.0
+    assert pool.batch_size_now() == 1
+    # 2 idle, and twice what 4 children finish during a 10 ms claim (0.04), plus one.
+    assert pool.wanted(claim_seconds=0.01) == 2 + 2
+    pool.task_seconds = 0.05  # 0.8 tasks finish during the claim: twice that, and one
+    assert pool.wanted(claim_seconds=0.01) == 2 + 3
+    assert pool.wanted(claim_seconds=1.0) == 2 + 4  # never more than one per child
+
+
+def test_dispatch_sends_each_idle_child_a_batch_in_claim_order():
+    busy, first, second = child(busy=True), child(), child()
+    pool = pool_of(busy, first, second)
+    pool.task_seconds = 0.01  # two fit in the budget
+    waiting = [claimed() for _ in range(3)]
+    pool.ready.extend(waiting)
+    pool.dispatch()
+    assert busy.conn.sent == []
+    assert list(first.batch.values()) == waiting[:2]
+    assert list(second.batch.values()) == waiting[2:]
+    assert (first.batch_number, second.batch_number) == (1, 2)
+    assert first.conn.sent[0]["budget"] == 0.02
+    assert not pool.ready
+    assert pool.in_hand() == [*busy.batch.values(), *waiting]
