@@ -4,6 +4,8 @@ Errors raised *by tasks* carry two messages kept apart: ``user_message`` is safe
 person who started the task; the exception's own text and traceback are for developers.
 """
 
+from jobs.text import clean_text
+
 
 class JobsError(Exception):
     """Base of every exception jobs raises or understands."""
@@ -15,10 +17,8 @@ class TaskError(JobsError):
     transient: bool | None = None
 
     def __init__(self, user_message: str, *, detail: str = ""):
-        from jobs.tasks.payload import clean_text  # a cycle: jobs.tasks.payload imports this module
-
         # Shown to the person and stored: a NUL would make PostgreSQL refuse the whole record,
-        # so both messages are mended (jobs.tasks.payload.clean_text) rather than the task's
+        # so both messages are mended (jobs.text.clean_text) rather than the task's
         # outcome lost.
         self.user_message = clean_text(user_message)
         super().__init__(clean_text(detail) if detail else self.user_message)
@@ -42,10 +42,6 @@ class PayloadError(JobsError, ValueError):
 
 class UnknownTaskError(JobsError, LookupError):
     """No task is registered under that name."""
-
-
-class InvalidTransition(JobsError):
-    """A status change was asked from a status that does not allow it."""
 
 
 class TaskTimeout(TransientError, TimeoutError):

@@ -48,29 +48,9 @@ RELEASE = _transition("release", {Status.RUNNING}, Status.PENDING)
 RESCUE = _transition("rescue", {Status.RUNNING}, Status.RETRYING)
 RESCUE_EXHAUSTED = _transition("rescue_exhausted", {Status.RUNNING}, Status.FAILED)
 
-TRANSITIONS = {
-    t.name: t
-    for t in (
-        CLAIM,
-        SUCCEED,
-        FAIL,
-        RETRY_LATER,
-        CANCEL,
-        CANCEL_RUNNING,
-        REQUEUE,
-        RELEASE,
-        RESCUE,
-        RESCUE_EXHAUSTED,
-    )
-}
-
 
 # Statuses an operator or owner may cancel: waiting ones at once (CANCEL), running ones at their
 # next checkpoint (CANCEL_RUNNING). The status view, the admin's actions and the API use this one.
 CANCELLABLE = CANCEL.sources | CANCEL_RUNNING.sources
 # Statuses a failed attempt leaves behind, whose ``last_error`` the owner may read.
 WITH_ERROR = frozenset({Status.FAILED, Status.RETRYING, Status.CANCELLED})
-
-
-def allowed(transition: Transition, status: str) -> bool:
-    return status in transition.sources

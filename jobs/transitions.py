@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from jobs import signals, sql, states
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
-from jobs.execution.error_records import ErrorRecord, unstorable_error
+from jobs.error_records import ErrorRecord, unstorable_error
 from jobs.models import Task
 from jobs.states import Status
 

@@ -9,11 +9,12 @@ from django.db import DatabaseError, router
 from django.utils import timezone
 
 from jobs.db import is_connection_fault, savepoint_in_transaction
+from jobs.error_records import refusal_reason
 from jobs.exceptions import PayloadError, ReportRefused, TaskCancelled
 from jobs.execution import effects
-from jobs.execution.error_records import refusal_reason
 from jobs.models import Task, TaskStep
-from jobs.tasks.payload import check_name, clean_text, validate_json
+from jobs.tasks.payload import check_name, validate_json
+from jobs.text import clean_text
 
 # The largest progress count the column holds on every database (PostgreSQL's integer).
 MAX_PROGRESS = 2**31 - 1
@@ -84,7 +85,7 @@ class TaskContext:
         Only the database write is throttled: the values are kept on ``self.task`` at once, and
         the report that completes the work (``current >= total``) or is ``force``d always lands.
         Counts past 2,147,483,647 are scaled down together; the message is display text
-        (``jobs.tasks.payload.clean_text``: a NUL or surrogate becomes U+FFFD, past 255 characters
+        (``jobs.text.clean_text``: a NUL or surrogate becomes U+FFFD, past 255 characters
         it is cut with "…").
         """
         task = self.task

@@ -21,9 +21,9 @@ from jobs.db import (
     retry_on_database_error,
     savepoint_in_transaction,
 )
+from jobs.error_records import ErrorRecord, unrecordable_error, unstorable_error
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
 from jobs.execution.context import TaskContext
-from jobs.execution.error_records import ErrorRecord, unrecordable_error, unstorable_error
 from jobs.execution.runnable import Runnable
 from jobs.models import Task
 from jobs.states import Status

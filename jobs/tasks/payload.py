@@ -14,7 +14,7 @@ refuse the same values with the same message, before anything is written:
 - At most ``MAX_DEPTH`` nested lists and dicts (deeper JSON exhausts the recursion of the
   encoders and decoders on its way).
 
-Display text (summary, progress message, a user message) is cleaned instead, see ``clean_text``.
+Display text (summary, progress message, a user message) is mended instead: ``jobs.text``.
 """
 
 import json
@@ -24,14 +24,13 @@ from datetime import UTC, datetime, timedelta
 
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
+from jobs.text import UNSTORABLE
 
 MAX_DEPTH = 100
 MIN_INT, MAX_INT = -(2**63), 2**63 - 1
 # Floats from this magnitude up are written with an exponent (repr gives "1e+16"), which
 # PostgreSQL's jsonb turns into an integer.
 MAX_FLOAT = 1e16
-# What a string cannot hold: NUL, and every surrogate code point.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # Their escapes in JSON text written with ensure_ascii (the default): a cheap pre-check. It also
 # matches the escapes of characters outside the BMP, which then take the full check.
 _UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|d[89a-f])", re.IGNORECASE)
@@ -50,7 +49,7 @@ def _describe(value) -> str:
 
 
 def _string_problem(text: str) -> str | None:
-    found = _UNSTORABLE.search(text)
+    found = UNSTORABLE.search(text)
     if found is None:
         return None
     char = found.group()
@@ -204,21 +203,6 @@ def encode_payload(
 
 
 # Text fields -------------------------------------------------------------------------------------
-
-
-def clean_text(text, limit: int | None = None) -> str:
-    """Return ``text`` as display text every database stores: for summaries and messages.
-
-    Display text is shown, not computed with, so it is mended rather than refused (a file name
-    with a stray byte must not make an upload fail): NUL and surrogates become U+FFFD, and text
-    over ``limit`` characters is cut, ending with "…".
-    """
-    text = str(text)
-    if _UNSTORABLE.search(text):
-        text = _UNSTORABLE.sub("\ufffd", text)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
 
 
 def check_name(value, what: str, max_length: int, *, allow_empty: bool = False) -> str:

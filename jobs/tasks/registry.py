@@ -23,7 +23,6 @@ from jobs.tasks.payload import (
     check_name,
     check_queue_name,
     check_run_after,
-    clean_text,
     compact_json,
     encode_payload,
     flat_text,
@@ -31,6 +30,7 @@ from jobs.tasks.payload import (
     validate_json,
 )
 from jobs.tasks.retry import Backoff
+from jobs.text import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ def check_fields(values: dict | None = None, **fields) -> dict:
     """Check (and clean) the columns an enqueue sets; raise PayloadError before any write.
 
     Identifiers (name, queue, idempotency key) are refused when the column cannot hold them;
-    the summary, display text, is cleaned (``jobs.tasks.payload.clean_text``). Returns the values.
+    the summary, display text, is cleaned (``jobs.text.clean_text``). Returns the values.
     """
     values = {**(values or {}), **fields}
     if values.get("queue") is not None:

@@ -12,7 +12,7 @@ from django.db import DatabaseError
 
 from jobs.conf import jobs_settings
 from jobs.db import first_line
-from jobs.maintenance import rescue
+from jobs.maintenance import rounds
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class MaintenanceRunner:
             return
         self._next_round = self._clock() + jobs_settings.MAINTENANCE_INTERVAL
         try:
-            self._retry(lambda: rescue.run(worker_id=self.worker_id), "maintenance")
+            self._retry(lambda: rounds.run(worker_id=self.worker_id), "maintenance")
         except DatabaseError as exc:
             logger.warning("maintenance skipped, database unreachable error=%r", first_line(exc))
         except Exception:

@@ -53,14 +53,14 @@ class Listener:
         return self._connection.fileno() if self._connection is not None else None
 
     def _connect(self):
-        import psycopg
+        import psycopg  # optional: only a worker that listens (PostgreSQL) pays for its import
 
         params = connections[self.alias].get_connection_params()
         params.pop("cursor_factory", None)
         params.pop("context", None)
         try:
             self._connection = psycopg.connect(**params, autocommit=True)
-            self._connection.execute(sql.postgresql.listen_sql(CHANNEL))
+            self._connection.execute(sql.dialect(self.alias).listen_sql(CHANNEL))
             logger.debug("listening channel=%s", CHANNEL)
         except psycopg.Error as exc:
             self._connection = None
@@ -71,7 +71,7 @@ class Listener:
         """Return the queues announced since the last call (empty if none or on a fault)."""
         if self._connection is None:
             return set()
-        import psycopg
+        import psycopg  # optional: see _connect
 
         try:
             return {n.payload for n in self._connection.notifies(timeout=0)}

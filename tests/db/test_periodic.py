@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobs import checks
 from jobs.maintenance import periodic
-from jobs.maintenance import rescue as maintenance
+from jobs.maintenance import rounds as maintenance
 from jobs.models import Schedule, Task
 from tests.factories import UserFactory
 from tests.testapp import tasks

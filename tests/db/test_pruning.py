@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs import checks
 from jobs.maintenance import pruning
-from jobs.maintenance import rescue as maintenance
+from jobs.maintenance import rounds as maintenance
 from jobs.models import MaintenanceLock, Task
 from tests.factories import TaskFactory
 

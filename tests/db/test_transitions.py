@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import states, transitions
-from jobs.execution.error_records import ErrorRecord
+from jobs.error_records import ErrorRecord
 from jobs.models import Task
 from jobs.states import Status
 from jobs.transitions import CancelOutcome

@@ -5,19 +5,19 @@ import json
 import pytest
 from django.utils import timezone
 
-from jobs.exceptions import PermanentError
-from jobs.execution.error_records import (
+from jobs.error_records import (
     MAX_MESSAGE,
     MAX_TRACEBACK,
     MAX_USER_MESSAGE,
     ErrorRecord,
     bounded,
-    storable_text,
 )
+from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
 from jobs.tasks import registry
 from jobs.tasks.registry import task
+from jobs.text import storable_text
 from tests.helpers import run_next
 
 

@@ -10,10 +10,10 @@ stored.
 import pytest
 from django.db import connection, transaction
 
+from jobs.error_records import ErrorRecord
 from jobs.exceptions import ReportRefused
 from jobs.execution import executor
 from jobs.execution.context import TaskContext
-from jobs.execution.error_records import ErrorRecord
 from jobs.models import Task, TaskStep
 from jobs.states import Status
 from tests.conftest import wait_for

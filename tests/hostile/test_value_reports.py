@@ -17,8 +17,8 @@ from jobs.execution import executor
 from jobs.execution.context import TaskContext
 from jobs.models import Task, TaskStep
 from jobs.states import Status
-from jobs.tasks.payload import clean_text
 from jobs.tasks.retry import Backoff
+from jobs.text import clean_text
 from tests.factories import TaskFactory
 from tests.hostile.values import hostile_floats, hostile_ints, hostile_text, json_values, same
 

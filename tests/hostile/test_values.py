@@ -17,7 +17,8 @@ from jobs.exceptions import PayloadError
 from jobs.management.commands.runworker import queue_list
 from jobs.models import Task
 from jobs.tasks import registry
-from jobs.tasks.payload import MAX_DELAY_SECONDS, clean_text
+from jobs.tasks.payload import MAX_DELAY_SECONDS
+from jobs.text import clean_text
 from jobs.worker.wire import task_from_values
 from tests.helpers import claim_for_dispatch
 from tests.hostile.values import hostile_floats, hostile_ints, hostile_text, json_values, same

@@ -10,23 +10,7 @@ import traceback as _traceback
 from dataclasses import dataclass, field
 
 from jobs.exceptions import PermanentError
-
-
-def storable_text(text: str) -> str:
-    """``text`` made storable by PostgreSQL and SQLite alike, escaped rather than cut.
-
-    PostgreSQL refuses NUL in text and in JSON, and neither database can encode a lone
-    surrogate (``"\\ud800"``) as UTF-8: NUL becomes the four characters ``\\x00`` and a lone
-    surrogate its Python escape (``\\ud800``), so the text still says what was there.
-    """
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
+from jobs.text import storable_text
 
 # What one attempt records at most, in characters: a task raising ValueError(five_megabytes)
 # must not write ten megabytes per attempt. The user's message is display text, cut at its end;
@@ -104,7 +88,7 @@ class ErrorRecord:
     def from_exception(cls, exc: BaseException, user_message: str, transient: bool):
         """Describe ``exc``; never raises, whatever the exception does when it is printed.
 
-        Every text is made storable on every database (see ``storable_text``) and bounded
+        Every text is made storable on every database (``jobs.text.storable_text``) and bounded
         (``MAX_USER_MESSAGE``, ``MAX_MESSAGE``, ``MAX_TRACEBACK`` characters); an exception
         whose ``str()`` or ``repr()`` raises is described by its class, with a note saying so.
         """

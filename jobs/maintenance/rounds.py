@@ -1,16 +1,19 @@
-"""Housekeeping that every worker runs now and then, and that can be called directly.
+"""Maintenance rounds: the housekeeping every worker runs now and then, callable directly too.
 
-Each duty is safe to run from many workers at once: rescue is set-based and guarded by
-conditions in its own UPDATE; periodic enqueues carry an idempotency key the database keeps
-unique; automatic pruning runs under a lease that one worker at a time can hold.
+A round runs each duty once: the rescue of tasks whose lease lapsed (its owner is
+``jobs.transitions.rescue_expired``), periodic enqueues (``jobs.maintenance.periodic``) and
+automatic pruning (``jobs.maintenance.pruning``). Each duty is safe to run from many workers at
+once: rescue is set-based and guarded by conditions in its own UPDATE; periodic enqueues carry
+an idempotency key the database keeps unique; automatic pruning runs under a lease that one
+worker at a time can hold.
 """
 
 import logging
 
-from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from jobs import transitions
+from jobs.db import is_connection_fault
 from jobs.maintenance import periodic, pruning
 
 logger = logging.getLogger(__name__)
@@ -42,8 +45,8 @@ def _isolated(duty, call) -> int:
     """
     try:
         return call()
-    except (OperationalError, InterfaceError):
-        raise
-    except Exception:
+    except Exception as exc:
+        if is_connection_fault(exc):
+            raise
         logger.exception("maintenance duty failed duty=%s", duty)
         return 0
