@@ -74,8 +74,9 @@ class Worker:
         self.worker_id = make_worker_id()
         self.listener = Listener()
         self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
-        self._stop_deadline = None
-        self._next_due = None  # monotonic time the earliest delayed task becomes due
+        # Monotonic time the grace ends; set with the first stop request (``stop``), never unset.
+        self._stop_deadline: float | None = None
+        self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
         self._selector_now, self._selector_built_for = None, ()  # see _selector
         max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
@@ -243,11 +244,11 @@ class Worker:
         """Whether a write the database refuses must be left undone, for now or for good."""
         if self._stop_requested > 1 or self.leases.may_lapse():
             return True
-        return bool(self._stop_requested) and time.monotonic() >= self._stop_deadline
+        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
 
     def _grace_left(self):
         """Seconds a stopping worker may still spend on writes; None when it is not stopping."""
-        if not self._stop_requested:
+        if self._stop_deadline is None:
             return None
         return max(0.0, self._stop_deadline - time.monotonic())
 
@@ -297,7 +298,7 @@ class Worker:
     def _wait_timeout(self) -> float:
         timeout = self.poll_interval
         now = time.monotonic()
-        if self._stop_requested:
+        if self._stop_deadline is not None:
             timeout = min(timeout, max(0.0, self._stop_deadline - now))
         deadline = self.pool.next_deadline()
         if deadline is not None:
