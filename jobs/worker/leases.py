@@ -133,9 +133,10 @@ class LeaseKeeper:
             # Nor are the tasks stopped as their leases lapsed: maintenance rescues those,
             # counting the attempt they made.
             lost_claims = mine.exclude(pk__in=running).exclude(pk__in=self._unleased)
-            for lost in [] if self._claim_busy() else lost_claims:
-                if transitions.release(lost):
-                    logger.warning("lost claim handed back task_id=%s", lost.pk)
+            if not self._claim_busy():
+                for lost in lost_claims:
+                    if transitions.release(lost):
+                        logger.warning("lost claim handed back task_id=%s", lost.pk)
             WorkerRecord.objects.filter(pk=self.worker_id).update(
                 last_heartbeat_at=now, in_flight=len(running)
             )

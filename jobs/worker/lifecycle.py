@@ -78,7 +78,9 @@ class Worker:
         self._stop_deadline: float | None = None
         self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
-        self._selector_now, self._selector_built_for = None, ()  # see _selector
+        # See _selector.
+        self._selector_now: selectors.BaseSelector | None = None
+        self._selector_built_for: tuple[object, ...] = ()
         max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
         lease_seconds = jobs_settings.LEASE_SECONDS
         self.claimer = Claimer(self.worker_id, self.queues, lease_seconds, self._wakeup_write,
@@ -156,7 +158,7 @@ class Worker:
                 self.completer.flush()
                 if not pool.busy() or self._stop_requested > 1:
                     return
-                if time.monotonic() >= self._stop_deadline:
+                if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
                     logger.warning("grace period over worker_id=%s", self.worker_id)
                     return
             else:
