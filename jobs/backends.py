@@ -7,7 +7,7 @@ Works with ``django.tasks`` (Django 6) and with the ``django_tasks`` backport (D
 ``OPTIONS`` may set ``MAX_ATTEMPTS`` (default ``JOBS_DEFAULT_MAX_ATTEMPTS``).
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.core import checks
@@ -173,7 +173,7 @@ def runnable_for(row: "Task"):
 
     def call(row):
         if task.takes_context:
-            context = TaskContext(task_result=to_task_result(row, task))
+            context: TaskContext[..., Any] = TaskContext(task_result=to_task_result(row, task))
             return task.call(context, *row.args, **row.kwargs)
         return task.call(*row.args, **row.kwargs)
 

@@ -180,8 +180,8 @@ def _check_counts():
         "MAX_MEMORY_PER_CHILD": limits.MAX_MEMORY_PER_CHILD_MIB,
     }
     # Below 1, or not whole, check_settings reports these already.
-    reported_below = ("CONCURRENCY", "PRUNE_BATCH_SIZE", "PRUNE_MAX_BATCHES", "BATCH_SIZE")
-    reported_below += ("MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS")
+    reported_below = ("CONCURRENCY", "PRUNE_BATCH_SIZE", "PRUNE_MAX_BATCHES", "BATCH_SIZE",
+                      "MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS")  # fmt: skip
     for name, most in whole.items():
         value = getattr(jobs_settings, name)
         if value is None and name.endswith("_PER_CHILD"):

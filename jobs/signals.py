@@ -33,13 +33,14 @@ task_cancelled = Signal(use_caching=True)
 task_requeued = Signal(use_caching=True)
 task_finished = Signal(use_caching=True)
 
-_FINAL = {
+# Keyed by the str a status is (a TextChoices member), so a task's status string finds it.
+_FINAL: dict[str, Signal] = {
     Status.SUCCEEDED: task_succeeded,
     Status.FAILED: task_failed,
     Status.CANCELLED: task_cancelled,
 }
 # The statuses reached again by a task that is not finished, and the signal of each.
-_AGAIN = {Status.RETRYING: task_retried, Status.PENDING: task_requeued}
+_AGAIN: dict[str, Signal] = {Status.RETRYING: task_retried, Status.PENDING: task_requeued}
 
 
 def _send(signal, task, **kwargs):

@@ -12,6 +12,7 @@ import enum
 import logging
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import DatabaseError, connections, router
 from django.db.models import F
@@ -83,11 +84,11 @@ def succeed(task: Task, result=None, *, now=None) -> bool:
 class Success:
     """A successful attempt waiting to be recorded: which attempt, its result, when it ended."""
 
-    task_id: object
+    task_id: uuid.UUID
     attempts: int
     worker_id: str
     result: object
-    finished_at: object
+    finished_at: datetime
 
 
 def succeed_many(successes: list[Success], *, now=None) -> set:
@@ -153,7 +154,8 @@ def succeeded(successes: list[Success], applied_ids) -> set:
     """After a statement recorded ``success_rows(successes)`` (``applied_ids`` it returned): log
     refusals, send signals."""
     applied = {_as_uuid(task_id) for task_id in applied_ids}
-    done, refused = [], []
+    done: list[Success] = []
+    refused: list[Success] = []
     for success in successes:
         (done if _as_uuid(success.task_id) in applied else refused).append(success)
     for success in refused:

@@ -9,7 +9,7 @@ and every word adds conditions to the query, so a search is cut to ``MAX_SEARCH_
 and ``MAX_SEARCH_TERMS``, with a notice.
 """
 
-from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -28,10 +28,16 @@ def has_nul(data) -> bool:
     return any(NUL in key or any(NUL in value for value in values) for key, values in data.lists())
 
 
-class HostileInputAdmin:
-    """Mix into a ModelAdmin: changelists, detail pages and actions survive any input."""
+if TYPE_CHECKING:  # what it is mixed into, so mypy knows what super() and self hold
+    from django.contrib.admin import ModelAdmin
 
-    message_user: Callable[..., None]  # the ModelAdmin's
+    _MixedInto = ModelAdmin[Any]
+else:
+    _MixedInto = object
+
+
+class HostileInputAdmin(_MixedInto):
+    """Mix into a ModelAdmin: changelists, detail pages and actions survive any input."""
 
     def bounded_search_term(self, request, search_term: str) -> str:
         """Return ``search_term`` cut to the search limits; say so on the page if it was cut."""

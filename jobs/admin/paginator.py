@@ -2,6 +2,7 @@
 
 from django.core.paginator import Paginator
 from django.db import connections
+from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
 from jobs import sql
@@ -17,6 +18,8 @@ class EstimatedCountPaginator(Paginator):
     @cached_property
     def count(self):
         queryset = self.object_list
+        # The admin pages a QuerySet; a list would have no database to ask for an estimate.
+        assert isinstance(queryset, QuerySet), "pages a QuerySet"
         capped = queryset.order_by()[: EXACT_COUNT_LIMIT + 1].count()
         if capped <= EXACT_COUNT_LIMIT:
             return capped

@@ -44,7 +44,8 @@ def number(kind=float, *, at_least=None, above=None, at_most=None, beyond=""):
         return value
 
     # What it accepts, for the tests that try every numeric option of every command.
-    parse.bounds = {"kind": kind, "at_least": at_least, "above": above, "at_most": at_most}
+    # attr-defined: mypy does not model attributes set on a function.
+    parse.bounds = {"kind": kind, "at_least": at_least, "above": above, "at_most": at_most}  # type: ignore[attr-defined]
     return parse
 
 

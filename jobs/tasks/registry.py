@@ -4,9 +4,10 @@ import contextlib
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from django.db import IntegrityError, router, transaction
 from django.utils import timezone
@@ -55,7 +56,7 @@ class EnqueueOptions:
 class TaskDefinition:
     """A registered task: the function and how it should be run."""
 
-    func: object
+    func: Callable[..., Any]
     name: str
     queue: str
     priority: int

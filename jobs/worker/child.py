@@ -24,6 +24,9 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
 
 from django.db import connections
 
@@ -40,13 +43,13 @@ _fork = multiprocessing.get_context("fork")
 class Child:
     """The supervisor's handle on one child process and the batch of tasks it holds, if any."""
 
-    process: object
-    conn: object  # the supervisor's end of the pipe
+    process: BaseProcess  # a fork context's process, started
+    conn: Connection  # the supervisor's end of the pipe
     slot: Slot
-    batch: dict = field(default_factory=dict)  # index -> Claimed, tasks with no outcome yet
+    batch: dict[int, Claimed] = field(default_factory=dict)  # tasks with no outcome yet
     batch_number: int = 0
     dispatched: float = 0.0  # monotonic time the current batch was sent
-    timeouts: dict = field(default_factory=dict)  # index -> seconds, for the current batch
+    timeouts: dict[int, float] = field(default_factory=dict)  # seconds, for the current batch
     tasks_done: int = 0
     killed_for: str = ""  # why the supervisor killed it, when it did
 
@@ -56,7 +59,9 @@ class Child:
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        pid = self.process.pid
+        assert pid is not None, "a child is started before anything asks for its pid"
+        return pid
 
     def send(self, number: int, tasks: list[Claimed], timeouts: list[float], budget: float):
         self.batch = dict(enumerate(tasks))
@@ -84,17 +89,17 @@ class Child:
         """Kill the child and every process its tasks started (its process group)."""
         self.killed_for = reason
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGKILL)
+            os.kill(self.pid, signal.SIGKILL)
         self.kill_group()
         self.process.join(5)
 
     def kill_group(self):
         """Kill what is left of the child's process group: processes its tasks started."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
 
     def rss_bytes(self) -> int | None:
-        return rss_bytes(self.process.pid)
+        return rss_bytes(self.pid)
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -135,6 +140,7 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
     )  # fmt: skip
     fork_quietly(process.start)
     # Both sides set the group, so it is set before either relies on it, whichever runs first.
+    assert process.pid is not None, "started, so it has a pid"
     with contextlib.suppress(OSError):
         os.setpgid(process.pid, process.pid)
     # The child keeps its frozen copy; the supervisor must not, or cyclic garbage alive at a
@@ -200,8 +206,9 @@ class _BatchRunner:
     def run(self, message: dict):
         number, tasks, budget = message["batch"], message["tasks"], message["budget"]
         started = reported = time.monotonic()
-        results, busy = [], 0.0
-        returned = []
+        results: list[list[Any]] = []
+        busy = 0.0
+        returned: list[int] = []
         for index, values in enumerate(tasks):
             now = time.monotonic()
             if index and (now - started > budget or self.slot.stop_asked or self.recycle):
@@ -264,7 +271,7 @@ def _ignore_signal(signum, frame):
     """SIGTERM and SIGINT in a child: the supervisor has them too, and stops the children."""
 
 
-_inherited_connections = []  # see _after_fork_in_task
+_inherited_connections: list[Any] = []  # DB-API connections; see _after_fork_in_task
 
 
 def _after_fork_in_task():

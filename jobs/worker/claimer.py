@@ -21,6 +21,7 @@ import os
 import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
 
 from django.db import DatabaseError, connections, router
 from django.utils import timezone
@@ -29,6 +30,7 @@ from jobs import sql
 from jobs.db import forget_queries, retry_on_database_error
 from jobs.models import Task
 from jobs.worker import claiming
+from jobs.worker.wire import Claimed
 
 
 class Claimer:
@@ -51,7 +53,7 @@ class Claimer:
             )
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs-claim")
-        self._future = None
+        self._future: Future[list[Claimed]] | None = None
         self._used = False  # the thread exists once a claim ran
         # SQLite has one writer at a time and no network to wait for: a claim in a thread of
         # its own would only contend for the lock with the loop's other writes (measured: the
@@ -63,7 +65,7 @@ class Claimer:
         self.may_find_more = True
         self._news = 0  # news counted (see ``news``), and as the claim in flight started:
         self._news_at_start = 0
-        self.started_at = None  # when the last claim started (database time)
+        self.started_at: datetime | None = None  # when the last claim started (database time)
         self._not_before = 0.0  # monotonic time before which no claim starts (after a fault)
 
     @property

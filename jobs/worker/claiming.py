@@ -51,13 +51,13 @@ def claim_and_record(
 
     if not statements.RECORDS_WITH_CLAIM:
 
-        def claim_rows():
+        def claim_in_transaction():
             with connection.cursor() as cursor:
                 return statements.claim_tasks(cursor, connection, **values)
 
         with transaction.atomic(using=using):
             recorded = transitions.succeed_many(successes, now=now) if successes else set()
-            rows = _with_retry(statements, claim_rows) if limit > 0 else []
+            rows = _with_retry(statements, claim_in_transaction) if limit > 0 else []
         return _claimed(rows, worker_id), recorded
 
     def claim_rows():

@@ -17,6 +17,7 @@ an attempt counted, once it answers.
 
 import logging
 import time
+import uuid
 from datetime import timedelta
 
 from django.db import DatabaseError
@@ -66,9 +67,9 @@ class LeaseKeeper:
         self._claim_busy, self._stop = claim_busy, stop
         self._next_heartbeat = 0.0  # ``clock`` time of the next heartbeat
         self._last_renewal = 0.0  # ``clock`` time the last heartbeat that renewed leases began
-        self._database_down_since = None  # ``clock`` time of the heartbeat fault, if any
-        self._unleased = set()  # ids of tasks stopped because their lease may have lapsed
-        self._paused = frozenset()  # queues of this worker paused, as last logged
+        self._database_down_since: float | None = None  # ``clock`` time of the fault, if any
+        self._unleased: set[uuid.UUID] = set()  # tasks stopped: their lease may have lapsed
+        self._paused: frozenset[str] = frozenset()  # queues of this worker paused, as logged
 
     # The worker's row --------------------------------------------------------------------------
 
@@ -132,9 +133,10 @@ class LeaseKeeper:
             # Nor are the tasks stopped as their leases lapsed: maintenance rescues those,
             # counting the attempt they made.
             lost_claims = mine.exclude(pk__in=running).exclude(pk__in=self._unleased)
-            for lost in [] if self._claim_busy() else lost_claims:
-                if transitions.release(lost):
-                    logger.warning("lost claim handed back task_id=%s", lost.pk)
+            if not self._claim_busy():
+                for lost in lost_claims:
+                    if transitions.release(lost):
+                        logger.warning("lost claim handed back task_id=%s", lost.pk)
             WorkerRecord.objects.filter(pk=self.worker_id).update(
                 last_heartbeat_at=now, in_flight=len(running)
             )

@@ -74,10 +74,13 @@ class Worker:
         self.worker_id = make_worker_id()
         self.listener = Listener()
         self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
-        self._stop_deadline = None
-        self._next_due = None  # monotonic time the earliest delayed task becomes due
+        # Monotonic time the grace ends; set with the first stop request (``stop``), never unset.
+        self._stop_deadline: float | None = None
+        self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
-        self._selector_now, self._selector_built_for = None, ()  # see _selector
+        # See _selector.
+        self._selector_now: selectors.BaseSelector | None = None
+        self._selector_built_for: tuple[object, ...] = ()
         max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
         lease_seconds = jobs_settings.LEASE_SECONDS
         self.claimer = Claimer(self.worker_id, self.queues, lease_seconds, self._wakeup_write,
@@ -155,7 +158,7 @@ class Worker:
                 self.completer.flush()
                 if not pool.busy() or self._stop_requested > 1:
                     return
-                if time.monotonic() >= self._stop_deadline:
+                if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
                     logger.warning("grace period over worker_id=%s", self.worker_id)
                     return
             else:
@@ -243,11 +246,11 @@ class Worker:
         """Whether a write the database refuses must be left undone, for now or for good."""
         if self._stop_requested > 1 or self.leases.may_lapse():
             return True
-        return bool(self._stop_requested) and time.monotonic() >= self._stop_deadline
+        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
 
     def _grace_left(self):
         """Seconds a stopping worker may still spend on writes; None when it is not stopping."""
-        if not self._stop_requested:
+        if self._stop_deadline is None:
             return None
         return max(0.0, self._stop_deadline - time.monotonic())
 
@@ -297,7 +300,7 @@ class Worker:
     def _wait_timeout(self) -> float:
         timeout = self.poll_interval
         now = time.monotonic()
-        if self._stop_requested:
+        if self._stop_deadline is not None:
             timeout = min(timeout, max(0.0, self._stop_deadline - now))
         deadline = self.pool.next_deadline()
         if deadline is not None:

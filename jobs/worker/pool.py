@@ -60,9 +60,9 @@ class ChildPool:
         self._stopping, self._before_fork = stopping, before_fork
         self.children: list[Child] = []
         self.ready: deque[Claimed] = deque()  # claimed tasks waiting for a child
-        self.task_seconds = None  # how long recent tasks took, on average (a moving average)
+        self.task_seconds: float | None = None  # recent tasks' average length (a moving average)
         self._batch_number = 0
-        self._timeouts = {}  # (name, backend) -> seconds
+        self._timeouts: dict[tuple[str, str], float] = {}  # (name, backend) -> seconds
 
     def start(self):
         for _ in range(self.concurrency):
@@ -225,7 +225,7 @@ class ChildPool:
             reason,
             current.id if current else "-",
         )
-        if current is not None:
+        if running is not None and current is not None:
             timeout = child.timeouts[running[0]]
             self._record_lost(current, self._lost_error(child, reason, timeout), running[1])
             del child.batch[running[0]]
@@ -258,6 +258,7 @@ class ChildPool:
                 detail=f"child process {child.pid} killed, lease not renewed",
             )
         if reason == "memory":
+            assert self.max_memory_bytes is not None, "killed for memory only under a limit"
             return MemoryLimitExceeded(
                 "The task used more memory than this worker allows.",
                 detail=f"child rss above {self.max_memory_bytes // 2**20} MiB",
@@ -322,12 +323,13 @@ class ChildPool:
             if not child.busy:
                 continue
             deadline = child.deadline()
-            if deadline is not None and now >= deadline:
-                index, started = child.running()
-                running = child.batch[index]
+            # Read again, and checked: the child may have moved on since ``deadline`` read it.
+            if deadline is not None and now >= deadline and (running := child.running()):
+                index, started = running
+                task = child.batch[index]
                 logger.warning(
                     "task timed out id=%s name=%s timeout=%gs ran=%.3fs",
-                    running.id, running.name, child.timeouts[index], now - started,
+                    task.id, task.name, child.timeouts[index], now - started,
                 )  # fmt: skip
                 self._kill(child, "timeout")
             elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:

@@ -23,6 +23,7 @@ from jobs import signals
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.tasks import registry
+from jobs.tasks.retry import Backoff
 from jobs.worker import wire
 
 logger = logging.getLogger(__name__)
@@ -54,9 +55,9 @@ def _warm(rounds: int):
             runnable = executor.resolve(task)
         except Exception:
             runnable = None
-        stand_in = executor.Runnable(
-            call=lambda task: None, backoff=getattr(runnable, "backoff", None)
-        )
+        # The stand-in never fails, so its backoff is never asked for a delay.
+        backoff = runnable.backoff if runnable is not None else Backoff()
+        stand_in = executor.Runnable(call=lambda task: None, backoff=backoff)
         outcome = executor.execute(task, stand_in)
         signals.has_listeners(outcome.kind)
         if connected:
@@ -103,7 +104,7 @@ def _format_log_line(task_logger: logging.Logger, task):
     record = task_logger.makeRecord(
         task_logger.name, logging.INFO, __file__, 0, "task started name=%s id=%s", (task.name,
         task.pk), None)  # fmt: skip
-    current = task_logger
+    current: logging.Logger | None = task_logger
     while current:
         for handler in current.handlers:
             if record.levelno >= handler.level:
