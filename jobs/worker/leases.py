@@ -29,6 +29,7 @@ from jobs.maintenance import pausing
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.states import Status
+from jobs.worker.child import StopReason
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class LeaseKeeper:
         for task_id in stopping:
             logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
         if stopping:
-            self._stop("cancel", stopping)
+            self._stop(StopReason.CANCEL, stopping)
 
     # Database outages --------------------------------------------------------------------------
 
@@ -217,4 +218,4 @@ class LeaseKeeper:
                 "database_silent_for=%.1fs",
                 claimed.id, claimed.name, self._clock() - self._last_renewal,
             )  # fmt: skip
-        self._stop("lease", None)
+        self._stop(StopReason.LEASE, None)
