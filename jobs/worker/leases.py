@@ -3,7 +3,9 @@ stops when a lease may lapse.
 
 A claim holds a task under a lease of ``JOBS_LEASE_SECONDS``. The heartbeat renews the lease of
 every task the worker holds (running in a child, waiting for one, or finished with a success not
-written yet) every third of a lease; a worker that vanishes stops renewing, and once its leases
+written yet) every third of a lease or half of ``JOBS_CANCEL_GRACE``, whichever is shorter
+(``interval``; 5 s by default, so that a task ignoring its cancellation is stopped soon after
+the grace); a worker that vanishes stops renewing, and once its leases
 lapse any worker's maintenance round rescues the tasks. The heartbeat also hands back rows this
 worker holds in the database but not in hand (a claim whose reply was lost), says the worker is
 alive (its row in ``jobs.models.Worker``), and stops tasks that ignored their cancellation.

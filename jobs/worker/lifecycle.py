@@ -1,9 +1,10 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
-The supervisor never runs task code. It claims due tasks in one statement, in a thread of its
-own, as many as its children can take (a batch each, sized so that a batch of recent tasks'
-length fits ``JOBS_BATCH_SECONDS``; one task each while tasks are slow) and some more to keep at
-hand, so a child that finishes never waits for a claim. It hands each child a batch; records the
+The supervisor never runs task code. It claims due tasks in one statement (on PostgreSQL in a
+thread of its own; on SQLite inline, see ``jobs.worker.claimer``), as many as its children can
+take (a batch each, sized so that a batch of recent tasks' length fits ``JOBS_BATCH_SECONDS``;
+one task each while tasks are slow) and some more to keep at hand, so a child that finishes
+never waits for a claim. It hands each child a batch; records the
 successes children report, many at once and with its next claim (failures and retries the child
 records itself); renews the leases of everything it holds; kills a child whose running task
 overruns its timeout, ignores a cancellation, or grows past the memory limit, and hands back the
@@ -12,10 +13,12 @@ has children start nothing more, lets running tasks finish within the grace peri
 back the rest so another worker takes them at once.
 
 ``Worker`` is the lifecycle (start, the loop, shutdown), the signals and the wait; it holds its
-parts, each the owner of its own state, and wires them together with callbacks:
+parts, each the owner of its own state (read and changed through its methods only), and wires
+them together with callbacks; they share the ``retry`` policy below and the wake-up pipe:
 
 - ``pool``: the children, the tasks waiting for one, replies, losses, limits (``jobs.worker.pool``);
-- ``claimer``: the claim thread, and when a claim is worth starting (``jobs.worker.claimer``);
+- ``claimer``: the claim thread (inline on SQLite), when a claim is worth starting and how
+  large, when the next delayed task is due (``jobs.worker.claimer``);
 - ``completer``: successes held until written, with the next claim or on their own
   (``jobs.worker.completer``);
 - ``leases``: the worker's row, heartbeats, tasks stopped when a lease may lapse
