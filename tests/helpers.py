@@ -3,11 +3,17 @@
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
+from jobs.db import retry_on_database_error
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.worker import claiming
 from jobs.worker.wire import Claimed, encode_task
 from tests.factories import UserFactory
+
+
+def retry(operation, what, **options):
+    """Retried on database faults, as a worker's parts are given it (without its limits)."""
+    return retry_on_database_error(operation, what=what, model=Task, **options)
 
 
 def claim(worker_id: str, limit: int, *, queues=None, lease_seconds: float, now=None) -> list:

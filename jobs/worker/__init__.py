@@ -1,1 +1,4 @@
-"""The worker process: its lifecycle and the parts it holds (pool, claimer, completer, leases)."""
+"""The worker process: its lifecycle and the parts it holds.
+
+The parts: pool, claimer, completer, leases, maintenance runner (see ``jobs.worker.lifecycle``).
+"""

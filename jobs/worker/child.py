@@ -23,7 +23,9 @@ import os
 import signal
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
+from enum import StrEnum
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -31,12 +33,21 @@ from typing import Any
 from django.db import connections
 
 from jobs.execution import executor
-from jobs.worker.claimer import fork_quietly
 from jobs.worker.wire import Claimed, Slot, batch_message, task_from_values
 
 logger = logging.getLogger(__name__)
 
 _fork = multiprocessing.get_context("fork")
+
+
+class StopReason(StrEnum):
+    """Why the supervisor kills a child (``Child.kill``); the loss it records follows from it."""
+
+    CANCEL = "cancel"  # its task ignored a cancellation (``jobs.worker.leases``)
+    LEASE = "lease"  # its task's lease may have lapsed, the database silent (idem)
+    TIMEOUT = "timeout"  # its task overran its timeout (``jobs.worker.pool``)
+    MEMORY = "memory"  # it grew past the memory limit (idem)
+    SHUTDOWN = "shutdown"  # the worker stops and its grace period is over (idem)
 
 
 @dataclass
@@ -85,7 +96,7 @@ class Child:
         running = self.running()
         return None if running is None else running[1] + self.timeouts[running[0]]
 
-    def kill(self, reason: str):
+    def kill(self, reason: StopReason):
         """Kill the child and every process its tasks started (its process group)."""
         self.killed_for = reason
         with contextlib.suppress(ProcessLookupError):
@@ -148,6 +159,17 @@ def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) 
     gc.unfreeze()
     child_conn.close()
     return Child(process=process, conn=parent_conn, slot=slot)
+
+
+def fork_quietly(fork):
+    """Call ``fork()``; Python 3.12+ warns about forking with a thread alive, here needlessly.
+
+    The claim thread is then idle (``jobs.worker.claimer.Claimer.before_fork``), holds no lock
+    the child could need, and its connection is closed; the child never touches it.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
+        return fork()
 
 
 def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):

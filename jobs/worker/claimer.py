@@ -17,9 +17,9 @@ not until there is news (a notification, a finished child, a poll); and when the
 task is due, so that the worker wakes for it.
 """
 
+import logging
 import os
 import time
-import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
@@ -27,10 +27,12 @@ from django.db import DatabaseError, connections, router
 from django.utils import timezone
 
 from jobs import sql
-from jobs.db import forget_queries, retry_on_database_error
+from jobs.db import forget_queries
 from jobs.models import Task
 from jobs.worker import claiming
 from jobs.worker.wire import Claimed
+
+logger = logging.getLogger(__name__)
 
 
 class Claimer:
@@ -39,19 +41,15 @@ class Claimer:
     PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
 
     def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
-                 retry=None):  # fmt: skip
+                 retry):  # fmt: skip
         """Claim for ``worker_id``, waking its loop through ``wakeup_fd`` once a claim is done.
 
-        ``retry(operation, what, **options)`` runs the worker's other reads (``next_due_at``),
-        retried on database faults.
+        ``retry(operation, what, **options)`` runs the claims and the reads (``next_due_at``),
+        retried on database faults within the worker's limits (the claim thread calls it too).
         """
         self.worker_id, self.queues, self.lease_seconds = worker_id, queues, lease_seconds
         self._wakeup_fd = wakeup_fd
-        self._retry = retry or (
-            lambda operation, what, **options: retry_on_database_error(
-                operation, what=what, model=Task, **options
-            )
-        )
+        self._retry = retry
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs-claim")
         self._future: Future[list[Claimed]] | None = None
         self._used = False  # the thread exists once a claim ran
@@ -59,7 +57,7 @@ class Claimer:
         # its own would only contend for the lock with the loop's other writes (measured: the
         # drain 1,600 -> 1,300 tasks/s, and a second connection's cache). It runs inline there.
         self.inline = sql.dialect(router.db_for_write(Task)).ONE_WRITER
-        self.wanted = 0  # how many tasks the claim in flight asked for
+        self._wanted = 0  # how many tasks the claim in flight asked for
         self.seconds = 0.0  # how long recent claims took (a moving average)
         # False after a claim found fewer due tasks than it asked for, until there is news.
         self.may_find_more = True
@@ -67,6 +65,7 @@ class Claimer:
         self._news_at_start = 0
         self.started_at: datetime | None = None  # when the last claim started (database time)
         self._not_before = 0.0  # monotonic time before which no claim starts (after a fault)
+        self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
 
     @property
     def busy(self) -> bool:
@@ -82,23 +81,29 @@ class Claimer:
         """Whether a claim may start now: none is under way, and none failed a moment ago."""
         return self._future is None and time.monotonic() >= self._not_before
 
+    def how_many(self, wanted) -> int:
+        """How many tasks to claim now: ``wanted(seconds)``, given how long recent claims took
+        (the pool's answer, ``jobs.worker.pool.ChildPool.wanted``); none after a claim that
+        found fewer due tasks than it asked for, until there is news."""
+        return wanted(self.seconds) if self.may_find_more else 0
+
     def start(self, wanted: int, successes: list, on_fault=None, abandon=None):
         """Claim ``wanted`` tasks and record ``successes`` with them, in the thread."""
         assert self._future is None, "one claim at a time"
         self._used = True
-        self.wanted = wanted
+        self._wanted = wanted
         self._news_at_start, self.started_at = self._news, timezone.now()
 
         def round_trip():
             forget_queries()  # the claim thread's own connection logs too (see jobs.db)
             started = time.monotonic()
             try:
-                return retry_on_database_error(
+                return self._retry(
                     lambda: claiming.claim_and_record(
                         self.worker_id, wanted, successes, queues=self.queues,
                         lease_seconds=self.lease_seconds,
                     )[0],
-                    what="claim", model=Task, on_fault=on_fault, abandon=abandon,
+                    "claim", on_fault=on_fault, abandon=abandon,
                 )  # fmt: skip
             finally:
                 self.seconds = 0.8 * self.seconds + 0.2 * (time.monotonic() - started)
@@ -130,11 +135,21 @@ class Claimer:
         except DatabaseError:
             self._not_before = time.monotonic() + self.PAUSE_AFTER_FAULT
             raise
-        if len(claimed) < self.wanted:
+        logger.debug("claimed count=%d wanted=%d", len(claimed), self._wanted)
+        if len(claimed) < self._wanted:
             # Nothing more was due: look again on news, or at once if news came in while the
             # claim ran (a task enqueued after its snapshot).
             self.may_find_more = self._news != self._news_at_start
         return claimed
+
+    def plan_wake(self, *, idle: bool):
+        """Note when the next delayed task is due if the worker is ``idle`` (no child busy,
+        nothing waiting) and no claim runs; else forget it (see ``wake_at``)."""
+        self._next_due = self.next_due_at() if idle and not self.busy else None
+
+    def wake_at(self) -> float | None:
+        """When (monotonic) the worker must wake for the next delayed task; None: no need."""
+        return self._next_due
 
     def next_due_at(self) -> float | None:
         """Monotonic time at which the earliest delayed task is due, so it starts on time."""
@@ -161,14 +176,3 @@ class Claimer:
         if self._used and not self.inline:
             self._executor.submit(connections.close_all).result()
         self._executor.shutdown(wait=True)
-
-
-def fork_quietly(fork):
-    """Call ``fork()``; Python 3.12+ warns about forking with a thread alive, here needlessly.
-
-    The claim thread is then idle (``before_fork``), holds no lock the child could need, and
-    its connection is closed; the child never touches it.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*fork.*", category=DeprecationWarning)
-        return fork()

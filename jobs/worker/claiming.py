@@ -14,8 +14,7 @@ from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
 from jobs import sql, transitions
-from jobs.db import is_connection_fault, savepoint_in_transaction
-from jobs.db import wait_while_locked as _with_retry
+from jobs.db import is_connection_fault, savepoint_in_transaction, wait_while_locked
 from jobs.models import Task
 from jobs.worker.wire import Claimed
 
@@ -57,7 +56,7 @@ def claim_and_record(
 
         with transaction.atomic(using=using):
             recorded = transitions.succeed_many(successes, now=now) if successes else set()
-            rows = _with_retry(statements, claim_in_transaction) if limit > 0 else []
+            rows = wait_while_locked(statements, claim_in_transaction) if limit > 0 else []
         return _claimed(rows, worker_id), recorded
 
     def claim_rows():
@@ -68,7 +67,7 @@ def claim_and_record(
     if limit <= 0:
         return [], transitions.succeed_many(successes, now=now) if successes else set()
     if not successes:
-        return _claimed(_with_retry(statements, claim_rows), worker_id), set()
+        return _claimed(wait_while_locked(statements, claim_rows), worker_id), set()
     recording = transitions.success_rows(successes)
 
     def run():
@@ -76,7 +75,7 @@ def claim_and_record(
             return statements.record_and_claim_tasks(cursor, connection, recording, **values)
 
     try:
-        rows, recorded_ids = _with_retry(statements, run)
+        rows, recorded_ids = wait_while_locked(statements, run)
     except DatabaseError as exc:
         if is_connection_fault(exc):
             raise
@@ -84,7 +83,7 @@ def claim_and_record(
         # successes go apart, where the refused one is isolated and failed, then the claim.
         logger.warning("recording with the claim refused, recording apart count=%d", len(recording))
         recorded = transitions.succeed_many(successes, now=now)
-        return _claimed(_with_retry(statements, claim_rows), worker_id), recorded
+        return _claimed(wait_while_locked(statements, claim_rows), worker_id), recorded
     return _claimed(rows, worker_id), transitions.succeeded(successes, recorded_ids)
 
 

@@ -3,16 +3,19 @@
 A child records a failure, retry or cancellation itself; a plain success it reports to the
 supervisor with its result, and the supervisor writes many at once (a success a receiver of
 ``task_succeeded``/``task_finished`` waits for is the exception: the child records it, so that
-receivers run there). The path that keeps "at least once" true, top to bottom:
+receivers run there). The path that keeps "at least once" true, step by step; this module
+holds the successes, the worker's loop (``jobs.worker.lifecycle.Worker``) says when to write:
 
 1. ``add``: a child reported a success. In the database the task is still ``running``, under
    this worker's lease.
 2. ``task_ids``: while held, its lease is renewed like that of a task still running (the
    heartbeat asks for these ids, ``jobs.worker.leases``), so no other worker rescues it.
-3. Written with the next claim: ``take`` hands the held successes to it, and the claim's own
+3. Written with the next claim: when the loop starts one (``Worker._claim``), ``take`` hands
+   the held successes to it (``jobs.worker.claimer``), and the claim's own
    statement records them (``jobs.worker.claiming.claim_and_record``: on PostgreSQL one round
-   trip and one commit for both, all or nothing). ``claim_done`` then forgets them, or, if the
-   claim failed, holds them again, first in line. With no claim due, ``flush`` writes them on
+   trip and one commit for both, all or nothing). Once the loop collects the claim
+   (``Worker._collect_claim``), ``claim_done`` forgets them, or, if the claim failed, holds them
+   again, first in line. With no claim to start, the loop calls ``flush``, which writes them on
    their own (``jobs.transitions.succeed_many``, guarded like every outcome by task, attempt,
    worker and status ``running``) once the oldest has waited ``DELAY`` or ``BATCH`` are held
    (``due``; ``flush_at`` tells the worker's wait when).

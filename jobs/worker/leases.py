@@ -3,7 +3,9 @@ stops when a lease may lapse.
 
 A claim holds a task under a lease of ``JOBS_LEASE_SECONDS``. The heartbeat renews the lease of
 every task the worker holds (running in a child, waiting for one, or finished with a success not
-written yet) every third of a lease; a worker that vanishes stops renewing, and once its leases
+written yet) every third of a lease or half of ``JOBS_CANCEL_GRACE``, whichever is shorter
+(``interval``; 5 s by default, so that a task ignoring its cancellation is stopped soon after
+the grace); a worker that vanishes stops renewing, and once its leases
 lapse any worker's maintenance round rescues the tasks. The heartbeat also hands back rows this
 worker holds in the database but not in hand (a claim whose reply was lost), says the worker is
 alive (its row in ``jobs.models.Worker``), and stops tasks that ignored their cancellation.
@@ -30,6 +32,7 @@ from jobs.maintenance import pausing
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.states import Status
+from jobs.worker.child import StopReason
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +186,7 @@ class LeaseKeeper:
         for task_id in stopping:
             logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
         if stopping:
-            self._stop("cancel", stopping)
+            self._stop(StopReason.CANCEL, stopping)
 
     # Database outages --------------------------------------------------------------------------
 
@@ -219,4 +222,4 @@ class LeaseKeeper:
                 "database_silent_for=%.1fs",
                 claimed.id, claimed.name, self._clock() - self._last_renewal,
             )  # fmt: skip
-        self._stop("lease", None)
+        self._stop(StopReason.LEASE, None)

@@ -1,9 +1,10 @@
 """The worker: a supervisor that decides when tasks run, and a pool of child processes.
 
-The supervisor never runs task code. It claims due tasks in one statement, in a thread of its
-own, as many as its children can take (a batch each, sized so that a batch of recent tasks'
-length fits ``JOBS_BATCH_SECONDS``; one task each while tasks are slow) and some more to keep at
-hand, so a child that finishes never waits for a claim. It hands each child a batch; records the
+The supervisor never runs task code. It claims due tasks in one statement (on PostgreSQL in a
+thread of its own; on SQLite inline, see ``jobs.worker.claimer``), as many as its children can
+take (a batch each, sized so that a batch of recent tasks' length fits ``JOBS_BATCH_SECONDS``;
+one task each while tasks are slow) and some more to keep at hand, so a child that finishes
+never waits for a claim. It hands each child a batch; records the
 successes children report, many at once and with its next claim (failures and retries the child
 records itself); renews the leases of everything it holds; kills a child whose running task
 overruns its timeout, ignores a cancellation, or grows past the memory limit, and hands back the
@@ -12,10 +13,12 @@ has children start nothing more, lets running tasks finish within the grace peri
 back the rest so another worker takes them at once.
 
 ``Worker`` is the lifecycle (start, the loop, shutdown), the signals and the wait; it holds its
-parts, each the owner of its own state, and wires them together with callbacks:
+parts, each the owner of its own state (read and changed through its methods only), and wires
+them together with callbacks; they share the ``retry`` policy below and the wake-up pipe:
 
 - ``pool``: the children, the tasks waiting for one, replies, losses, limits (``jobs.worker.pool``);
-- ``claimer``: the claim thread, and when a claim is worth starting (``jobs.worker.claimer``);
+- ``claimer``: the claim thread (inline on SQLite), when a claim is worth starting and how
+  large, when the next delayed task is due (``jobs.worker.claimer``);
 - ``completer``: successes held until written, with the next claim or on their own
   (``jobs.worker.completer``);
 - ``leases``: the worker's row, heartbeats, tasks stopped when a lease may lapse
@@ -76,7 +79,6 @@ class Worker:
         self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
         # Monotonic time the grace ends; set with the first stop request (``stop``), never unset.
         self._stop_deadline: float | None = None
-        self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
         self._wakeup_read, self._wakeup_write = os.pipe()
         # See _selector.
         self._selector_now: selectors.BaseSelector | None = None
@@ -164,13 +166,12 @@ class Worker:
             else:
                 claimed = self._collect_claim()
                 pool.dispatch()
-                if self.burst and claimed == [] and not pool.busy() and not pool.ready:
+                if self.burst and claimed == [] and not pool.busy() and not pool.waiting():
                     return  # the last claim found nothing, and nothing runs
                 self.leases.heartbeat()
                 self.maintenance.run_if_due()
                 self._claim()
-                idle = pool.idle() and not pool.ready and not self.claimer.busy
-                self._next_due = self.claimer.next_due_at() if idle else None
+                self.claimer.plan_wake(idle=bool(pool.idle()) and not pool.waiting())
             if self._wait(self._wait_timeout()):
                 self.claimer.news()
             pool.enforce_limits()
@@ -264,7 +265,7 @@ class Worker:
         """
         if not self.claimer.can_start() or self.leases.may_lapse():
             return
-        wanted = self.pool.wanted(self.claimer.seconds) if self.claimer.may_find_more else 0
+        wanted = self.claimer.how_many(self.pool.wanted)
         if wanted <= 0:
             if self.completer.due():
                 self.completer.flush()
@@ -288,11 +289,7 @@ class Worker:
             return None
         if claimed is not None:
             self.completer.claim_done(recorded=True)
-            self.pool.ready.extend(claimed)
-            logger.debug(
-                "claimed count=%d wanted=%d ready=%d", len(claimed), self.claimer.wanted,
-                len(self.pool.ready),
-            )  # fmt: skip
+            self.pool.take(claimed)
         return claimed
 
     # Waiting -----------------------------------------------------------------------------------
@@ -310,8 +307,9 @@ class Worker:
             flush_at = self.completer.flush_at()
             if flush_at is not None:
                 timeout = min(timeout, max(0.0, flush_at - now))
-            if self._next_due is not None:
-                timeout = min(timeout, max(0.0, self._next_due - now))
+            wake_at = self.claimer.wake_at()
+            if wake_at is not None:
+                timeout = min(timeout, max(0.0, wake_at - now))
         return timeout
 
     def _wait(self, timeout: float) -> bool:
@@ -324,27 +322,24 @@ class Worker:
         forget_queries()  # once per round of the loop (see jobs.db)
         listen_fd = self.listener.fileno()
         events = self._selector(listen_fd).select(timeout)
-        replies = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "reply"}
-        exits = {id(key.data[1]) for key, _ in events if key.data and key.data[0] == "exit"}
         if any(key.data is None for key, _ in events):
             os.read(self._wakeup_read, 64)
         if any(key.data == ("listen", None) for key, _ in events):
             queues = self.listener.drain()
             logger.debug("woken queues=%s", ",".join(sorted(queues)))
-        for child in list(self.pool.children):
-            if id(child) in replies:
-                self.pool.receive(child)
-            elif id(child) in exits:
-                self.pool.lost(child)
+        self.pool.handle_ready(
+            [key.data[1] for key, _ in events if key.data and key.data[0] == "child"]
+        )
         return not events or any(key.data is not None for key, _ in events)
 
     def _selector(self, listen_fd):
         """What ``_wait`` waits on, kept between calls: registering two descriptors per child
-        at every call was most of the cost of a wait. Built again when the children or the
-        LISTEN connection change; it holds the objects it was built for, so that none is freed
-        and another takes its place (and its descriptor numbers) unnoticed."""
-        children = self.pool.children
-        built_for = (self.listener.connection, *children)
+        at every call was most of the cost of a wait. Built again when the children (their
+        ``ChildPool.wait_handles``) or the LISTEN connection change; it holds the objects it was
+        built for, so that none is freed and another takes its place (and its descriptor
+        numbers) unnoticed."""
+        handles = self.pool.wait_handles()
+        built_for = (self.listener.connection, handles)
         stale = len(built_for) != len(self._selector_built_for) or any(
             now is not then for now, then in zip(built_for, self._selector_built_for, strict=True)
         )
@@ -355,8 +350,7 @@ class Worker:
             selector.register(self._wakeup_read, selectors.EVENT_READ, None)
             if listen_fd is not None:
                 selector.register(listen_fd, selectors.EVENT_READ, ("listen", None))
-            for child in children:
-                selector.register(child.conn.fileno(), selectors.EVENT_READ, ("reply", child))
-                selector.register(child.process.sentinel, selectors.EVENT_READ, ("exit", child))
+            for fd, handle in handles:
+                selector.register(fd, selectors.EVENT_READ, ("child", handle))
             self._selector_now, self._selector_built_for = selector, built_for
         return self._selector_now

@@ -24,7 +24,7 @@ from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.states import Status
-from jobs.worker.child import Child, start_child
+from jobs.worker.child import Child, StopReason, start_child
 from jobs.worker.wire import Claimed
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,9 @@ class ChildPool:
         self._stopping, self._before_fork = stopping, before_fork
         self.children: list[Child] = []
         self.ready: deque[Claimed] = deque()  # claimed tasks waiting for a child
+        # See wait_handles.
+        self._handles: list[tuple[int, tuple[str, Child]]] = []
+        self._handles_for: tuple[Child, ...] = ()
         self.task_seconds: float | None = None  # recent tasks' average length (a moving average)
         self._batch_number = 0
         self._timeouts: dict[tuple[str, str], float] = {}  # (name, backend) -> seconds
@@ -103,6 +106,14 @@ class ChildPool:
         return min((deadline for deadline in deadlines if deadline is not None), default=None)
 
     # Dispatching -------------------------------------------------------------------------------
+
+    def take(self, claimed: list[Claimed]):
+        """Keep claimed tasks until a child is free for them, after those waiting already."""
+        self.ready.extend(claimed)
+
+    def waiting(self) -> int:
+        """How many claimed tasks wait for a child."""
+        return len(self.ready)
 
     def batch_size_now(self) -> int:
         """How many tasks a child gets at once: as many as fit the batch's time budget.
@@ -158,6 +169,36 @@ class ChildPool:
         return self._timeouts[key]
 
     # Replies -----------------------------------------------------------------------------------
+
+    def wait_handles(self) -> list[tuple[int, tuple[str, Child]]]:
+        """What to wait on for the children: each descriptor (a child's pipe, for a reply; its
+        sentinel, for an exit) with the handle to give ``handle_ready`` once it is ready.
+
+        The same list until the children change, so a waiter can tell when to register them
+        again; it holds the children it was built for, so that none is freed and another takes
+        its place (and its descriptor numbers) unnoticed.
+        """
+        children = self.children
+        stale = len(children) != len(self._handles_for) or any(
+            now is not then for now, then in zip(children, self._handles_for, strict=True)
+        )
+        if stale:
+            self._handles = []
+            for child in children:
+                self._handles.append((child.conn.fileno(), ("reply", child)))
+                self._handles.append((child.process.sentinel, ("exit", child)))
+            self._handles_for = tuple(children)
+        return self._handles
+
+    def handle_ready(self, handles):
+        """Take the replies and the exits the ready ``handles`` (from ``wait_handles``) tell of."""
+        replies = {id(child) for kind, child in handles if kind == "reply"}
+        exits = {id(child) for kind, child in handles if kind == "exit"}
+        for child in list(self.children):
+            if id(child) in replies:
+                self.receive(child)
+            elif id(child) in exits:
+                self.lost(child)
 
     def receive(self, child: Child):
         """Take every reply ``child`` has sent, so a child's final one is never left for later."""
@@ -248,16 +289,16 @@ class ChildPool:
 
     def _lost_error(self, child: Child, reason: str, timeout: float):
         """The error to record for a task whose child was killed or died; None for a cancel."""
-        if reason == "cancel":
+        if reason == StopReason.CANCEL:
             return None
-        if reason == "timeout":
+        if reason == StopReason.TIMEOUT:
             return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
-        if reason == "lease":
+        if reason == StopReason.LEASE:
             return WorkerCrashed(
                 "The task was stopped: its worker could not reach the database to renew its lease.",
                 detail=f"child process {child.pid} killed, lease not renewed",
             )
-        if reason == "memory":
+        if reason == StopReason.MEMORY:
             assert self.max_memory_bytes is not None, "killed for memory only under a limit"
             return MemoryLimitExceeded(
                 "The task used more memory than this worker allows.",
@@ -331,16 +372,16 @@ class ChildPool:
                     "task timed out id=%s name=%s timeout=%gs ran=%.3fs",
                     task.id, task.name, child.timeouts[index], now - started,
                 )  # fmt: skip
-                self._kill(child, "timeout")
+                self._kill(child, StopReason.TIMEOUT)
             elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
                 logger.warning("task over memory limit pid=%s", child.pid)
-                self._kill(child, "memory")
+                self._kill(child, StopReason.MEMORY)
 
-    def _kill(self, child: Child, reason: str):
+    def _kill(self, child: Child, reason: StopReason):
         child.kill(reason)
         self.lost(child)
 
-    def stop_tasks(self, reason: str, task_ids=None):
+    def stop_tasks(self, reason: StopReason, task_ids=None):
         """Kill the children running ``task_ids``, recording their loss for ``reason``.
 
         With ``task_ids`` None, every busy child, and forget the tasks waiting for one (they are
@@ -374,12 +415,12 @@ class ChildPool:
         """Kill the children still busy, handing back their tasks; stop every child."""
         for child in self.children:
             if child.busy:
-                child.kill("shutdown")
+                child.kill(StopReason.SHUTDOWN)
                 self.hand_back(list(child.batch.values()))
                 child.batch = {}
             child.conn.close()
         for child in self.children:
             child.process.join(2)
             if child.process.is_alive():
-                child.kill("shutdown")
+                child.kill(StopReason.SHUTDOWN)
             child.kill_group()

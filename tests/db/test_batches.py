@@ -13,7 +13,7 @@ from jobs.worker import claiming
 from jobs.worker.child import _BatchRunner
 from jobs.worker.wire import Claimed, Slot, batch_message, encode_task, task_from_values
 from tests.factories import TaskFactory, UserFactory
-from tests.helpers import claim_for_dispatch
+from tests.helpers import claim_for_dispatch, retry
 
 pytestmark = pytest.mark.django_db
 
@@ -212,7 +212,7 @@ def test_the_claim_thread_wakes_the_loop_only_once_its_claim_is_done(monkeypatch
     monkeypatch.setattr(Future, "set_result", slow_set_result)
     waiting = TaskFactory()
     wake_read, wake_write = os.pipe()
-    claimer = Claimer("w", [], 30, wake_write)
+    claimer = Claimer("w", [], 30, wake_write, retry=retry)
     try:
         for _ in range(3):  # a wake-up before the outcome is set would show as None here
             claimer.start(1, [])

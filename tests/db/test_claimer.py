@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from jobs.worker.claimer import Claimer
 from tests.factories import TaskFactory
+from tests.helpers import retry
 
 # The claim thread has a connection of its own: rows must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def claimer():
     wake_read, wake_write = os.pipe()
-    claimer = Claimer("host:1:claimer", [], 60, wake_write)
+    claimer = Claimer("host:1:claimer", [], 60, wake_write, retry=retry)
     yield claimer
     claimer.close()
     os.close(wake_read)
@@ -57,3 +58,46 @@ def test_the_next_due_task_wakes_the_worker_when_it_is_due(claimer):
     TaskFactory(run_after=timezone.now() + timedelta(seconds=30))
     wake_at = claimer.next_due_at()
     assert 25 < wake_at - time.monotonic() <= 30
+
+
+def test_how_many_is_the_pools_answer_until_a_claim_found_less_than_it_asked(claimer):
+    asked = []
+
+    def wanted(claim_seconds):
+        asked.append(claim_seconds)
+        return 7
+
+    assert claimer.how_many(wanted) == 7
+    assert asked == [claimer.seconds]
+    claim(claimer, 5)  # nothing due
+    assert claimer.how_many(wanted) == 0
+    claimer.news()
+    assert claimer.how_many(wanted) == 7
+
+
+def test_an_idle_worker_wakes_for_the_next_delayed_task_a_busy_one_does_not(claimer):
+    claim(claimer, 1)
+    TaskFactory(run_after=timezone.now() + timedelta(seconds=30))
+    claimer.plan_wake(idle=True)
+    assert 25 < claimer.wake_at() - time.monotonic() <= 30
+    claimer.plan_wake(idle=False)
+    assert claimer.wake_at() is None
+
+
+def test_the_claim_goes_through_the_retry_the_worker_gives():
+    calls = []
+
+    def worker_retry(operation, what, **options):
+        calls.append((what, sorted(options)))
+        return retry(operation, what, **options)
+
+    TaskFactory()
+    wake_read, wake_write = os.pipe()
+    claimer = Claimer("host:1:claimer", [], 60, wake_write, retry=worker_retry)
+    try:
+        assert len(claim(claimer, 1)) == 1
+    finally:
+        claimer.close()
+        os.close(wake_read)
+        os.close(wake_write)
+    assert calls == [("claim", ["abandon", "on_fault"])]

@@ -61,7 +61,7 @@ def test_held_successes_are_written_by_the_next_claim_in_its_statement():
     completer = Completer(retry=retry)
     completer.add(reported(done, 7))
     wake_read, wake_write = os.pipe()
-    claimer = Claimer(WORKER_ID, [], 60, wake_write)
+    claimer = Claimer(WORKER_ID, [], 60, wake_write, retry=retry)
     try:
         claimer.start(5, completer.take())
         claimed = claimer.collect(wait=True)

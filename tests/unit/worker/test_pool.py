@@ -84,3 +84,54 @@ def test_dispatch_sends_each_idle_child_a_batch_in_claim_order():
     assert first.conn.sent[0]["budget"] == 0.02
     assert not pool.ready
     assert pool.in_hand() == [*busy.batch.values(), *waiting]
+
+
+class Process:
+    def __init__(self, sentinel):
+        self.sentinel = sentinel
+
+
+class Pipe(Conn):
+    def __init__(self, fd):
+        super().__init__()
+        self.fd = fd
+
+    def fileno(self):
+        return self.fd
+
+
+def test_claimed_tasks_taken_wait_in_order_behind_those_waiting_already():
+    pool = pool_of(child())
+    first, second, third = claimed(), claimed(), claimed()
+    pool.take([first])
+    pool.take([second, third])
+    assert pool.waiting() == 3
+    pool.dispatch()
+    assert pool.waiting() == 2
+    assert list(pool.ready) == [second, third]
+
+
+def test_wait_handles_are_the_same_until_the_children_change():
+    one = Child(process=Process(11), conn=Pipe(10), slot=None)
+    two = Child(process=Process(21), conn=Pipe(20), slot=None)
+    pool = pool_of(one, two)
+    handles = pool.wait_handles()
+    assert [fd for fd, _ in handles] == [10, 11, 20, 21]
+    assert pool.wait_handles() is handles
+    # Another child with the same descriptors, as after a replacement: the handles change.
+    pool.children[1] = Child(process=Process(21), conn=Pipe(20), slot=None)
+    assert pool.wait_handles() is not handles
+
+
+def test_a_ready_handle_has_its_child_read_or_lost():
+    one = Child(process=Process(11), conn=Pipe(10), slot=None)
+    two = Child(process=Process(21), conn=Pipe(20), slot=None)
+    pool = pool_of(one, two)
+    seen = []
+    pool.receive, pool.lost = (
+        (lambda c: seen.append(("receive", c))),
+        (lambda c: seen.append(("lost", c))),
+    )
+    handles = dict(pool.wait_handles())
+    pool.handle_ready([handles[21], handles[10], handles[11]])  # one replied and exited
+    assert seen == [("receive", one), ("lost", two)]
