@@ -87,14 +87,3 @@ def test_enqueue_many_sends_task_enqueued_per_task(django_capture_on_commit_call
     finally:
         signals.task_enqueued.disconnect(handler)
     assert sorted(received) == sorted(ids)
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.process
-def test_enqueued_in_bulk_runs(runworker):
-    ids = add.enqueue_many([(n, 1) for n in range(10)])
-    done = runworker("--burst", "--concurrency", "2")
-    assert done.returncode == 0, done.stderr
-    for task in Task.objects.filter(pk__in=ids):
-        assert task.status == Status.SUCCEEDED
-        assert task.result == task.args[0] + 1

@@ -64,18 +64,3 @@ def test_workers_log_when_their_queues_are_paused_and_resumed(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "queue resumed, claiming again queue=emails worker_id=w1"
     ]
-
-
-@pytest.mark.process
-@pytest.mark.django_db(transaction=True)
-def test_a_running_worker_skips_a_paused_queue_and_says_so(runworker):
-    pausing.pause("emails")
-    waiting = TaskFactory(queue="emails")
-    done = TaskFactory(queue="default")  # tests.testapp.tasks.add(1, 2)
-    result = runworker("--burst")
-    assert result.returncode == 0, result.stderr
-    assert "queue paused, not claiming from it queue=emails" in result.stderr
-    waiting.refresh_from_db()
-    done.refresh_from_db()
-    assert waiting.status == "pending"
-    assert done.status == "succeeded"

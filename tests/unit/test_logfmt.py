@@ -4,13 +4,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from jobs import logfmt
-from jobs.execution import executor
 from jobs.logfmt import KeyValueFormatter, parse
-from tests import helpers
-from tests.testapp import tasks
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical"}
@@ -91,21 +87,6 @@ def test_parse_refuses_what_is_not_logfmt():
         parse("a=1 stray words")
     with pytest.raises(ValueError, match="junk"):
         parse('a="x"y')
-
-
-@pytest.mark.django_db
-def test_lines_of_a_real_task_run_parse_back(caplog):
-    caplog.set_level(logging.INFO, logger="jobs")
-    tasks.add.enqueue(1, 2)
-    tasks.bad_file.enqueue()
-    for task in helpers.claim("w", 2, lease_seconds=30, now=timezone.now()):
-        executor.run(task)
-    lines = [parse(fmt(r)) for r in caplog.records if r.name.startswith("jobs")]
-    finished = [f for f in lines if f["msg"] == "task finished"]
-    assert {f["outcome"] for f in finished} == {"succeeded", "failed"}
-    failed = next(f for f in finished if f["outcome"] == "failed")
-    assert failed["error"] == "jobs.exceptions.PermanentError"
-    assert failed["level"] == "error"
 
 
 def _log_calls():

@@ -1,0 +1,61 @@
+"""Several real worker processes started together enqueue a due slot once."""
+
+from datetime import timedelta
+
+import pytest
+
+from jobs.models import Task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+WORKERS = 4
+
+
+@pytest.mark.process
+def test_several_worker_processes_started_together_enqueue_the_slot_once(worker_env, tmp_path):
+    """Four real ``runworker --burst`` processes, each running a maintenance round at start."""
+    import subprocess
+    import sys
+
+    from django.utils import timezone
+
+    from jobs.models import Schedule
+    from tests.conftest import ROOT
+
+    (tmp_path / "periodic_settings.py").write_text(
+        "from tests.settings import *  # noqa: F403\n"
+        "JOBS_SCHEDULES = {'hourly': {'task': 'tests.testapp.tasks.add', 'every': 3600,"
+        " 'args': [1, 2]}}\n"
+    )
+    # The schedule has existed for a day and last ran long ago: its latest slot is due.
+    day_ago = timezone.now() - timedelta(days=1)
+    Schedule.objects.create(
+        name="hourly",
+        task="tests.testapp.tasks.add",
+        interval_seconds=3600,
+        created_at=day_ago,
+        last_run_at=day_ago,
+    )
+    env = {
+        **worker_env,
+        "DJANGO_SETTINGS_MODULE": "periodic_settings",
+        "PYTHONPATH": f"{tmp_path}:{ROOT}",
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", "--burst"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(WORKERS)
+    ]
+    outputs = [worker.communicate(timeout=60) for worker in workers]
+    assert [worker.returncode for worker in workers] == [0] * WORKERS, outputs
+    scheduled = Task.objects.filter(idempotency_key__startswith="periodic:hourly:")
+    assert scheduled.count() == 1
+    assert scheduled.get().status == "succeeded"
+    assert sum(err.count("periodic task enqueued") for _, err in outputs) == 1
