@@ -3,11 +3,11 @@
     .venv/bin/python benchmarks/database_floor.py --database postgres://root@127.0.0.1:5432/jobs_perf_bench
 
 Queues ``--tasks`` no-op tasks, then ``--processes`` plain processes each loop over
-``jobs.worker.claiming.claim_and_record``: claim ``--batch`` tasks and, in the same statement,
-record the
-previous batch as succeeded, exactly as a worker's supervisor does, until nothing is left. No
-child runs a task, nothing is logged. The rate is what the worker could reach if its Python cost
-nothing: the ceiling on this machine for this schema. Medians and spread over ``--runs``.
+``jobs.worker.claiming.claim_and_record``: record the previous batch as succeeded and claim
+``--batch`` tasks in one transaction, exactly as a worker's supervisor does, until nothing is
+left. No child runs a task, nothing is logged. The rate is what the worker could reach if its
+Python cost nothing: the ceiling on this machine for this schema. Medians and spread over
+``--runs``.
 """
 
 import argparse

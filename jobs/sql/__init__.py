@@ -5,18 +5,18 @@ which database it is. Each such module (``postgresql``, ``sqlite``) defines the 
 that another database (MariaDB, say) is one more module and one more line in ``_DIALECTS``:
 
 - flags: ``NAME``, ``LISTENS`` (LISTEN/NOTIFY wakes workers), ``ONE_WRITER`` (one writer at a
-  time: claims run inline and wait out a busy database), ``RECORDS_WITH_CLAIM``
-  (``record_and_claim_tasks`` exists), ``CHECK_LIBRARY`` (this Python's library is the
-  database: the system checks look at its version);
-- claiming: ``claim_sql``, ``claim_tasks``, ``record_and_claim_tasks`` (if
-  ``RECORDS_WITH_CLAIM``), ``is_busy``;
+  time: claims run inline and wait out a busy database), ``CHECK_LIBRARY`` (this Python's
+  library is the database: the system checks look at its version);
+- claiming: ``claim_sql``, ``claim_tasks``, ``is_busy``;
 - outcomes: ``succeed_attempts``, ``release_attempts``;
 - enqueue: ``inserts``, ``insert_many``;
 - reading: ``percentiles_sql``, ``LAST_EXCEPTION``, ``planner_rows``, ``listen_sql``.
 
-What every database writes alike is in ``common``. Migrations keep their own ``RunSQL``, as
-Django has them. Only ``jobs.transitions`` and ``jobs.worker.claiming`` run the statements that
-change a status; ``tests/db/test_transitions.py`` checks it.
+Each statement returns one kind of row, which its docstring names. What every database writes
+alike is in ``common``. Migrations keep their own ``RunSQL``, as Django has them. A statement
+that changes a status writes the sources (its guard) and the target of a transition of
+``jobs.states``; only ``jobs.transitions`` and ``jobs.worker.claiming`` run such statements, and
+so decide which transition runs; ``tests/db/test_transitions.py`` checks it.
 """
 
 from types import ModuleType

@@ -9,14 +9,12 @@ given a cursor, run their statement and return what their docstring says.
 import json
 from datetime import datetime
 
-from jobs import states
 from jobs.models import Task
 from jobs.sql import common
 
 NAME = "postgresql"
 LISTENS = True  # LISTEN/NOTIFY wakes workers (jobs.worker.notify)
 ONE_WRITER = False  # concurrent writers, each row locked alone
-RECORDS_WITH_CLAIM = True  # record_and_claim_tasks exists
 CHECK_LIBRARY = False  # a server: nothing of this Python's to check
 
 
@@ -51,29 +49,6 @@ def claim_sql(connection, queue_count: int) -> str:
     """
 
 
-def record_and_claim_sql(connection, queue_count: int) -> str:
-    """Record successes and claim due rows in one statement; parameters: the successes' (see
-    ``succeed_attempts``), then ``common.claim_params``.
-
-    Returns ``(id, attempts, name, backend, row)``: first one row per claimed task, in claim
-    order, as ``claim_sql``; then one row per success recorded, its id alone (the other columns
-    NULL).
-    """
-    recorded = common.attempts_update_sql(
-        connection, states.SUCCEED, kinds=common.SUCCESS, picks=_JSON["picks"],
-        source=_JSON["source"], assignments=common.SUCCEED_ASSIGNMENTS,
-    )  # fmt: skip
-    return f"""
-        WITH recorded AS ({recorded}), {_claim_ctes(connection, queue_count)}
-        SELECT id, attempts, name, backend, row FROM (
-            SELECT 0 AS kind, id, attempts, name, backend, row, priority, run_after
-            FROM claimed
-            UNION ALL
-            SELECT 1, id, NULL, NULL, NULL, NULL, NULL, NULL FROM recorded
-        ) AS out ORDER BY kind, priority DESC, run_after
-    """
-
-
 def claim_tasks(cursor, connection, **values) -> list[tuple]:
     """Claim due rows (``values``: the keywords of ``common.claim_params``).
 
@@ -82,19 +57,6 @@ def claim_tasks(cursor, connection, **values) -> list[tuple]:
     sql = claim_sql(connection, len(values["queues"]))
     cursor.execute(sql, common.claim_params(connection, **values))
     return cursor.fetchall()
-
-
-def record_and_claim_tasks(cursor, connection, successes, **values) -> tuple[list, list]:
-    """Record ``successes`` (rows of ``common.SUCCESS``) and claim, in one statement: one round
-    trip and one commit for both; a fault leaves both undone.
-
-    Returns the claimed rows, as ``claim_tasks``, and the ids of the successes recorded.
-    """
-    _, recording = succeed_attempts(connection, states.SUCCEED, successes, now=values["now"])
-    sql = record_and_claim_sql(connection, len(values["queues"]))
-    cursor.execute(sql, [*recording, *common.claim_params(connection, **values)])
-    rows = cursor.fetchall()
-    return [row for row in rows if row[1] is not None], [row[0] for row in rows if row[1] is None]
 
 
 def is_busy(exc: Exception) -> bool:

@@ -21,7 +21,6 @@ LISTENS = False  # workers poll
 # One writer at a time: a claim in a thread of its own would only contend for the lock
 # (jobs.worker.claimer runs it inline), and a busy database is waited for (``is_busy``).
 ONE_WRITER = True
-RECORDS_WITH_CLAIM = False  # no record_and_claim_tasks: two statements in one transaction
 # This Python's sqlite3 library is the database: its version and functions are checked.
 CHECK_LIBRARY = True
 

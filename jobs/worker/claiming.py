@@ -7,18 +7,15 @@ disjoint rows without waiting on each other. SQLite has no row locks; the whole 
 its single writer lock, which is as safe, and a busy database is waited for and retried.
 """
 
-import logging
 from datetime import timedelta
 
-from django.db import DatabaseError, connections, router, transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 
 from jobs import sql, transitions
-from jobs.db import is_connection_fault, savepoint_in_transaction, wait_while_locked
+from jobs.db import savepoint_in_transaction, wait_while_locked
 from jobs.models import Task
 from jobs.worker.wire import Claimed
-
-logger = logging.getLogger(__name__)
 
 
 def claim_and_record(
@@ -29,12 +26,11 @@ def claim_and_record(
     Returns the claimed tasks, highest priority first, each row as the JSON a child gets (no
     model instance: ``row_to_json`` on PostgreSQL, ``json_object`` on SQLite), and the ids of
     the successes recorded.
-    Where the database can (``RECORDS_WITH_CLAIM``: PostgreSQL) it is one statement (the
-    successes' UPDATE runs as a CTE beside the claim's): one round trip and one commit for both;
-    a fault leaves both undone, to be tried again, so a success is never recorded twice nor
-    lost. Elsewhere, two statements in one transaction.
-    A success whose row the database refuses fails alone (``transitions.succeed_many``); the
-    other successes are recorded and the claim made all the same.
+    The successes are recorded and the claim made in one transaction (two statements, one
+    commit): a fault leaves both undone, to be tried again, so a success is never recorded twice
+    nor lost. A success whose row the database refuses fails alone
+    (``transitions.succeed_many``); the other successes are recorded and the claim made all the
+    same.
     """
     using = router.db_for_write(Task)
     connection = connections[using]
@@ -48,43 +44,24 @@ def claim_and_record(
         "lease_expires_at": now + timedelta(seconds=lease_seconds),
     }
 
-    if not statements.RECORDS_WITH_CLAIM:
-
-        def claim_in_transaction():
-            with connection.cursor() as cursor:
-                return statements.claim_tasks(cursor, connection, **values)
-
-        with transaction.atomic(using=using):
-            recorded = transitions.succeed_many(successes, now=now) if successes else set()
-            rows = wait_while_locked(statements, claim_in_transaction) if limit > 0 else []
-        return _claimed(rows, worker_id), recorded
-
     def claim_rows():
-        # In a caller's transaction, a savepoint: a refused statement would abort it whole.
-        with savepoint_in_transaction(using), connection.cursor() as cursor:
+        with connection.cursor() as cursor:
             return statements.claim_tasks(cursor, connection, **values)
 
-    if limit <= 0:
-        return [], transitions.succeed_many(successes, now=now) if successes else set()
-    if not successes:
-        return _claimed(wait_while_locked(statements, claim_rows), worker_id), set()
-    recording = transitions.success_rows(successes)
+    def claim_alone():
+        # In a caller's transaction, a savepoint: a refused statement would abort it whole.
+        with savepoint_in_transaction(using):
+            return claim_rows()
 
-    def run():
-        with savepoint_in_transaction(using), connection.cursor() as cursor:
-            return statements.record_and_claim_tasks(cursor, connection, recording, **values)
-
-    try:
-        rows, recorded_ids = wait_while_locked(statements, run)
-    except DatabaseError as exc:
-        if is_connection_fault(exc):
-            raise
-        # A success's row was refused (its result, a trigger): the statement did nothing. The
-        # successes go apart, where the refused one is isolated and failed, then the claim.
-        logger.warning("recording with the claim refused, recording apart count=%d", len(recording))
+    if not successes:  # the claim alone, in autocommit: no BEGIN and COMMIT around it
+        rows = wait_while_locked(statements, claim_alone) if limit > 0 else []
+        return _claimed(rows, worker_id), set()
+    # One transaction, so one commit: the claim needs no savepoint of its own, as its failure
+    # is to undo the recording too.
+    with transaction.atomic(using=using):
         recorded = transitions.succeed_many(successes, now=now)
-        return _claimed(wait_while_locked(statements, claim_rows), worker_id), recorded
-    return _claimed(rows, worker_id), transitions.succeeded(successes, recorded_ids)
+        rows = wait_while_locked(statements, claim_rows) if limit > 0 else []
+    return _claimed(rows, worker_id), recorded
 
 
 def _claimed(rows, worker_id: str) -> list[Claimed]:

@@ -168,7 +168,7 @@ def test_nothing_outside_transitions_and_claiming_writes_status():
     owners = {"transitions.py", "claiming.py"}
     # The statements of jobs.sql that change a status (their SQL text says SET status, or
     # takes jobs.sql.common.CLAIM_ASSIGNMENTS).
-    statements = ("claim_tasks", "record_and_claim_tasks", "succeed_attempts", "release_attempts")
+    statements = ("claim_tasks", "succeed_attempts", "release_attempts")
     writers, runners, texts = set(), set(), set()
     pattern = re.compile(r"\.status\s*=(?!=)|update\([^)]*\bstatus\s*=|SET status")
     running = re.compile(r"\.(" + "|".join(statements) + r")\b")
@@ -187,6 +187,4 @@ def test_nothing_outside_transitions_and_claiming_writes_status():
     sql_home = package / "sql"
     for name in statements:
         for module in ("postgresql.py", "sqlite.py"):
-            if name == "record_and_claim_tasks" and module == "sqlite.py":
-                continue  # RECORDS_WITH_CLAIM is False there
             assert f"def {name}(" in (sql_home / module).read_text(), (name, module)

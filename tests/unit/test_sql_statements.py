@@ -18,10 +18,9 @@ SETTINGS = {
     "CONN_HEALTH_CHECKS": False, "TEST": {},
 }  # fmt: skip
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-# Every name each module of statements defines (see jobs.sql); record_and_claim_tasks only
-# where RECORDS_WITH_CLAIM.
+# Every name each module of statements defines (see jobs.sql).
 INTERFACE = (
-    "NAME", "LISTENS", "ONE_WRITER", "RECORDS_WITH_CLAIM", "CHECK_LIBRARY", "claim_sql",
+    "NAME", "LISTENS", "ONE_WRITER", "CHECK_LIBRARY", "claim_sql",
     "claim_tasks", "is_busy", "succeed_attempts", "release_attempts", "inserts", "insert_many",
     "percentiles_sql", "LAST_EXCEPTION", "planner_rows", "listen_sql",
 )  # fmt: skip
@@ -52,7 +51,6 @@ def test_a_database_without_statements_is_named_in_the_error():
 def test_every_database_module_defines_the_same_names(module):
     missing = [name for name in INTERFACE if not hasattr(module, name)]
     assert missing == []
-    assert hasattr(module, "record_and_claim_tasks") == module.RECORDS_WITH_CLAIM
 
 
 @pytest.mark.parametrize("queues", [[], ["a"], ["a", "b", "c"]])
@@ -73,17 +71,6 @@ def test_on_postgresql_the_pick_is_a_materialized_cte_that_skips_locked_rows():
     assert "picked AS MATERIALIZED (" in claim
     assert "FOR UPDATE SKIP LOCKED" in claim
     assert "ORDER BY priority DESC, run_after" in claim.split("claimed AS")[-1]
-
-
-def test_recording_and_claiming_take_the_successes_then_the_claims_parameters():
-    connection = PostgreSQLWrapper(SETTINGS, alias="probe")
-    both = postgresql.record_and_claim_sql(connection, 2)
-    _, recording = postgresql.succeed_attempts(connection, states.SUCCEED, [], now=NOW)
-    params = common.claim_params(
-        connection, now=NOW, queues=["a", "b"], limit=5, worker_id="w", lease_expires_at=NOW
-    )
-    assert both.count("%s") == len(recording) + len(params)
-    assert both.index("recorded AS") < both.index("picked AS MATERIALIZED")
 
 
 @pytest.mark.parametrize("statement", ["succeed_attempts", "release_attempts"])
