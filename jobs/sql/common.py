@@ -62,7 +62,7 @@ def claim_params(connection, *, now, queues, limit, worker_id, lease_expires_at)
 
 # Outcomes of many attempts --------------------------------------------------------------------
 
-# What each kind of value of an attempt row is, in the order ``attempt_rows`` expects.
+# What each kind of value of an attempt row is, in order (``attempts_update_sql`` takes them apart).
 ATTEMPT = ("uuid", "integer", "text")  # task id, attempts, worker_id
 SUCCESS = (*ATTEMPT, "jsonb", "timestamptz")  # ... result, finished_at
 
