@@ -141,9 +141,8 @@ def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:
 
 
 def success_rows(successes: list[Success]) -> list[tuple]:
-    """The rows of ``successes`` as the statements that record them take them
-    (``jobs.sql.common.SUCCESS``); a worker's claim records them beside itself, then calls
-    ``succeeded`` with the ids recorded."""
+    """The rows of ``successes`` as ``succeed_attempts`` takes them (``jobs.sql.common.SUCCESS``);
+    ``succeed_many`` runs it, then ``succeeded`` with the ids recorded."""
     return [
         (success.task_id, success.attempts, success.worker_id, success.result, success.finished_at)
         for success in successes

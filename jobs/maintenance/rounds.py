@@ -3,9 +3,9 @@
 A round runs each duty once: the rescue of tasks whose lease lapsed (its owner is
 ``jobs.transitions.rescue_expired``), periodic enqueues (``jobs.maintenance.periodic``) and
 automatic pruning (``jobs.maintenance.pruning``). Each duty is safe to run from many workers at
-once: rescue is set-based and guarded by conditions in its own UPDATE; periodic enqueues carry
-an idempotency key the database keeps unique; automatic pruning runs under a lease that one
-worker at a time can hold.
+once: rescue updates row by row, each UPDATE guarded by the lease the task expired with;
+periodic enqueues carry an idempotency key the database keeps unique; automatic pruning runs
+under a lease that one worker at a time can hold.
 """
 
 import logging

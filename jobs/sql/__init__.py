@@ -13,7 +13,7 @@ that another database (MariaDB, say) is one more module and one more line in ``_
 - reading: ``percentiles_sql``, ``LAST_EXCEPTION``, ``planner_rows``, ``listen_sql``.
 
 Each statement returns one kind of row, which its docstring names. What every database writes
-alike is in ``common``. Migrations keep their own ``RunSQL``, as Django has them. A statement
+alike is in ``common``. Migrations keep their own SQL, as Django has them. A statement
 that changes a status writes the sources (its guard) and the target of a transition of
 ``jobs.states``; only ``jobs.transitions`` and ``jobs.worker.claiming`` run such statements, and
 so decide which transition runs; ``tests/db/test_transitions.py`` checks it.

@@ -11,14 +11,14 @@ holds the successes, the worker's loop (``jobs.worker.lifecycle.Worker``) says w
 2. ``task_ids``: while held, its lease is renewed like that of a task still running (the
    heartbeat asks for these ids, ``jobs.worker.leases``), so no other worker rescues it.
 3. Written with the next claim: when the loop starts one (``Worker._claim``), ``take`` hands
-   the held successes to it (``jobs.worker.claimer``), and the claim's own
-   statement records them (``jobs.worker.claiming.claim_and_record``: on PostgreSQL one round
-   trip and one commit for both, all or nothing). Once the loop collects the claim
-   (``Worker._collect_claim``), ``claim_done`` forgets them, or, if the claim failed, holds them
-   again, first in line. With no claim to start, the loop calls ``flush``, which writes them on
-   their own (``jobs.transitions.succeed_many``, guarded like every outcome by task, attempt,
-   worker and status ``running``) once the oldest has waited ``DELAY`` or ``BATCH`` are held
-   (``due``; ``flush_at`` tells the worker's wait when).
+   the held successes to it (``jobs.worker.claimer``), and the claim records them first
+   (``jobs.worker.claiming.claim_and_record``: ``transitions.succeed_many``, then the claim,
+   two statements in one transaction: one commit for both, all or nothing). Once the loop
+   collects the claim (``Worker._collect_claim``), ``claim_done`` forgets them, or, if the claim
+   failed, holds them again, first in line. With no claim to start, the loop calls ``flush``,
+   which writes them on their own (``jobs.transitions.succeed_many``, guarded like every
+   outcome by task, attempt, worker and status ``running``) once the oldest has waited
+   ``DELAY`` or ``BATCH`` are held (``due``; ``flush_at`` tells the worker's wait when).
 4. Not written, the database unreachable: still held, renewed, and written at a later round.
    If the worker exits or dies first, the tasks stay ``running`` under their lease, which
    lapses; maintenance rescues them and they run again. Never lost, at least once; effects that
@@ -66,7 +66,7 @@ class Completer:
     # With the next claim -----------------------------------------------------------------------
 
     def take(self) -> list[transitions.Success]:
-        """Hand the held successes to a claim, which records them in its statement."""
+        """Hand the held successes to a claim, which records them in its transaction."""
         assert not self._with_claim, "one claim at a time"
         self._with_claim, self._held = self._held, []
         return self._with_claim

@@ -17,8 +17,8 @@ parts, each the owner of its own state (read and changed through its methods onl
 them together with callbacks; they share the ``retry`` policy below and the wake-up pipe:
 
 - ``pool``: the children, the tasks waiting for one, replies, losses, limits (``jobs.worker.pool``);
-- ``claimer``: the claim thread (inline on SQLite), when a claim is worth starting and how
-  large, when the next delayed task is due (``jobs.worker.claimer``);
+- ``claimer``: the claim thread (inline on SQLite), when a claim is worth starting (how many:
+  the pool's ``wanted``), when the next delayed task is due (``jobs.worker.claimer``);
 - ``completer``: successes held until written, with the next claim or on their own
   (``jobs.worker.completer``);
 - ``leases``: the worker's row, heartbeats, tasks stopped when a lease may lapse
