@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from jobs.execution import executor
 from jobs.models import Task
+from jobs.states import Status
 from jobs.tasks import registry
 from jobs.transitions import Success
 from jobs.worker.claiming import claim_and_record
@@ -35,6 +36,10 @@ LEASE_SECONDS = 3600.0
 DEFAULT_MAX_ROUNDS = 100
 # How deep tasks enqueued by tasks may nest in immediate mode before the enqueue is refused.
 MAX_IMMEDIATE_DEPTH = 20
+
+
+# The outcomes of an attempt, each counted by an attribute of Drained of its name.
+OUTCOMES = (Status.SUCCEEDED, Status.FAILED, Status.RETRYING, Status.CANCELLED)
 
 
 class DrainError(AssertionError):
@@ -60,12 +65,7 @@ class Drained:
     @property
     def counts(self) -> dict[str, int]:
         """The outcomes as a dict, ``{"succeeded": 2, "failed": 0, ...}``, to compare at once."""
-        return {
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "retrying": self.retrying,
-            "cancelled": self.cancelled,
-        }
+        return {str(outcome): getattr(self, outcome) for outcome in OUTCOMES}
 
     @property
     def total(self) -> int:
@@ -73,7 +73,7 @@ class Drained:
         return sum(self.counts.values())
 
     def _add(self, outcome: str, count: int = 1):
-        setattr(self, outcome, getattr(self, outcome) + count)
+        setattr(self, str(outcome), getattr(self, str(outcome)) + count)
 
 
 def drain(
@@ -118,8 +118,8 @@ def drain(
             WORKER_ID, limit, successes, queues=queues, lease_seconds=LEASE_SECONDS, now=at
         )
         # A success whose row the database refused was failed instead (succeed_many).
-        drained._add("succeeded", len(recorded))
-        drained._add("failed", len(successes) - len(recorded))
+        drained._add(Status.SUCCEEDED, len(recorded))
+        drained._add(Status.FAILED, len(successes) - len(recorded))
         successes = []
         if not claimed:
             break

@@ -15,13 +15,13 @@ class InlineWorker:
 
     def drain(self, queues=None, **options):
         """Run the due tasks; see ``jobs.testing.drain``."""
-        from jobs.testing import drain
+        from jobs.testing import drain  # the app registry: loaded before Django is set up
 
         return drain(queues, **options)
 
     def immediately(self):
         """A context manager running each task when it is enqueued; see ``immediately``."""
-        from jobs.testing import immediately
+        from jobs.testing import immediately  # the app registry, as above
 
         return immediately()
 
@@ -35,7 +35,7 @@ def jobs_worker(db) -> InlineWorker:
 @pytest.fixture
 def jobs_immediate(db):
     """Every task enqueued during the test runs at once, before ``enqueue`` returns."""
-    from jobs.testing import immediately
+    from jobs.testing import immediately  # the app registry, as above
 
     with immediately():
         yield
