@@ -104,6 +104,8 @@ def drain(
     if isinstance(queues, str):
         queues = [queues]
     queues = sorted(set(queues)) if queues is not None else None
+    if queues == []:
+        raise ValueError("queues is empty: name at least one queue, or pass None for every queue.")
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"max_rounds must be a whole number of at least 1, not {max_rounds!r}.")
     drained = Drained()

@@ -93,6 +93,13 @@ def test_drain_takes_only_the_queues_asked_for():
     assert drain(["default", "nowhere"]).succeeded == 1
 
 
+def test_an_empty_list_of_queues_is_refused_rather_than_read_as_every_queue():
+    tasks.add.enqueue(1, 1)
+    with pytest.raises(ValueError, match="queues is empty"):
+        drain([])
+    assert_enqueued(tasks.add, status=Status.PENDING, count=1)
+
+
 def test_tasks_enqueued_by_tasks_run_in_later_rounds_until_none_is_due():
     chain_tasks.count_down.enqueue(3)
     drained = drain()
