@@ -113,9 +113,9 @@ def drain(
     successes: list[Success] = []
     while True:
         at = now or timezone.now()
-        if with_scheduled:
-            _make_due(queues, at)
         limit = BATCH if drained.rounds < max_rounds and (until_empty or not drained.rounds) else 0
+        if with_scheduled and limit:
+            _make_due(queues, at)
         claimed, recorded = claim_and_record(
             WORKER_ID, limit, successes, queues=queues, lease_seconds=LEASE_SECONDS, now=at
         )
@@ -129,11 +129,13 @@ def drain(
         for one in claimed:
             ran[one.id] = None
             successes.extend(_run(json.loads(one.row), drained))
-    if until_empty and drained.rounds >= max_rounds and _due(queues, now or timezone.now()):
+    # With scheduled tasks, every waiting task would be due in the next round.
+    left = _due(queues, None if with_scheduled else (now or timezone.now()))
+    if until_empty and drained.rounds >= max_rounds and left:
         raise DrainError(
             f"Tasks are still due after {max_rounds} rounds of drain(): do tasks enqueue tasks "
-            f"for ever? Still due: {_describe(_due(queues, now or timezone.now()))}. Raise "
-            "max_rounds if the chain is meant to be that long."
+            f"for ever? Still due: {_describe(left)}. Raise max_rounds if the chain is meant "
+            "to be that long."
         )
     rows = Task.objects.in_bulk(list(ran))
     drained.tasks = [rows[task_id] for task_id in ran if task_id in rows]
@@ -192,8 +194,10 @@ def _make_due(queues, at: datetime):
     _waiting(queues).filter(run_after__gt=at).update(run_after=at)
 
 
-def _due(queues, at: datetime) -> list[Task]:
-    return list(_waiting(queues).filter(run_after__lte=at).order_by("-priority", "run_after")[:5])
+def _due(queues, at: datetime | None) -> list[Task]:
+    """A few of the tasks due at ``at`` (at any time if None), first due first."""
+    waiting = _waiting(queues) if at is None else _waiting(queues).filter(run_after__lte=at)
+    return list(waiting.order_by("-priority", "run_after")[:5])
 
 
 def _describe(tasks: list[Task]) -> str:

@@ -128,6 +128,14 @@ def test_an_endless_chain_stops_at_max_rounds_with_a_clear_error():
     assert Task.objects.filter(status=Status.PENDING).count() == 1
 
 
+def test_with_scheduled_an_endless_chain_of_delayed_tasks_stops_at_max_rounds_too():
+    chain_tasks.enqueue_forever.using(delay=timedelta(hours=1)).enqueue()
+    with pytest.raises(DrainError, match="still due after 3 rounds"):
+        drain(with_scheduled=True, max_rounds=3)
+    assert Task.objects.filter(status=Status.SUCCEEDED).count() == 3
+    assert not Task.objects.filter(status=Status.RUNNING).exists()
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3", None])
 def test_max_rounds_must_be_a_whole_number_of_at_least_one(bad):
     with pytest.raises(ValueError, match="max_rounds"):
