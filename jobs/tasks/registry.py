@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 _registry: dict[str, "TaskDefinition"] = {}
 
+# Called with the rows of each enqueue, once they are inserted: jobs.testing's immediate mode.
+# Empty outside tests.
+enqueue_hooks: list[Callable[[list[Task]], object]] = []
+
 
 @dataclass(frozen=True)
 class EnqueueOptions:
@@ -248,7 +252,14 @@ def enqueue_many(
         for created in Task.objects.using(using).filter(pk__in=ids).iterator():
             created.created = True
             signals.send_on_commit(signals.task_enqueued, created)
+    if ids and enqueue_hooks:
+        _call_enqueue_hooks(list(Task.objects.using(using).filter(pk__in=ids)))
     return ids
+
+
+def _call_enqueue_hooks(tasks: list[Task]):
+    for hook in list(enqueue_hooks):
+        hook(tasks)
 
 
 def _split_call(call, number: int):
@@ -362,4 +373,6 @@ def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields
     # Only when someone listens: an on-commit callback per enqueue is not free.
     if signals.task_enqueued.has_listeners(Task):
         signals.send_on_commit(signals.task_enqueued, task)
+    if enqueue_hooks:
+        _call_enqueue_hooks([task])
     return task

@@ -13,8 +13,8 @@ from demo_project.demo.cleanup import clean_up_files
 from demo_project.demo.models import Report, Upload
 from jobs.maintenance import periodic
 from jobs.states import Status
+from jobs.testing import drain
 from tests.factories import MemberFactory, TaskFactory, UploadFactory
-from tests.helpers import run_next
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_the_demo_schedules_the_clean_up_hourly_and_the_task_uses_the_setting(se
     assert schedule.every == 3600
     periodic.enqueue_slot(schedule, schedule.latest_slot(timezone.now()))
 
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.status == Status.SUCCEEDED
     assert task.result["uploads"] == 1

@@ -4,7 +4,6 @@ import pytest
 from django.core import mail
 from django.core.management import call_command
 from django.urls import reverse
-from django.utils import timezone
 
 from demo_project.demo import tasks as demo_tasks
 from demo_project.demo.models import Contact, Invitation, Membership, Report
@@ -12,9 +11,9 @@ from jobs.execution import executor
 from jobs.execution.effects import is_done
 from jobs.models import Task
 from jobs.states import Status
+from jobs.testing import assert_enqueued, drain
 from tests import helpers
 from tests.factories import MemberFactory, TaskFactory, UserFactory
-from tests.helpers import run_next
 
 pytestmark = pytest.mark.django_db
 
@@ -37,9 +36,16 @@ def member(client):
 
 def test_invitations_are_sent_once_per_organisation_and_address(client, member):
     client.post(reverse("start-invites"), {"emails": "Ann@example.com, ben@example.com"})
-    first = run_next()
+    organisation = member.membership.organisation
+    assert_enqueued(
+        demo_tasks.send_invites,
+        args=[organisation.pk, ["ann@example.com", "ben@example.com"], member.pk],
+        owner=member,
+        count=1,
+    )
+    (first,) = drain().tasks
     client.post(reverse("start-invites"), {"emails": "ann@example.com\ncid@example.com"})
-    second = run_next()
+    (second,) = drain().tasks
 
     assert first.result == {"sent": 2, "already_invited": 0}
     assert second.result == {"sent": 1, "already_invited": 1}
@@ -48,7 +54,6 @@ def test_invitations_are_sent_once_per_organisation_and_address(client, member):
         "ben@example.com",
         "cid@example.com",
     ]
-    organisation = member.membership.organisation
     assert Invitation.objects.filter(organisation=organisation).count() == 3
     assert is_done(f"invite:{organisation.pk}:ann@example.com")
 
@@ -58,7 +63,7 @@ def test_the_same_address_may_be_invited_by_another_organisation(member):
     for user in (member, other):
         organisation = user.membership.organisation
         demo_tasks.send_invites.enqueue(organisation.pk, ["ann@example.com"], user.pk)
-        run_next()
+        assert drain().succeeded == 1
     assert len(mail.outbox) == 2
 
 
@@ -76,14 +81,13 @@ def test_an_invitation_task_that_runs_twice_sends_once(member, monkeypatch):
     monkeypatch.setattr(demo_tasks, "send_mail", flaky_send)
     organisation = member.membership.organisation
     demo_tasks.send_invites.enqueue(organisation.pk, ["ann@example.com", "ben@example.com"])
-    task = run_next()
+    (task,) = drain().tasks
     assert task.status == Status.RETRYING
     assert [m.to for m in mail.outbox] == [["ann@example.com"]]
     # The failed send rolled its invitation record and marker back.
     assert not Invitation.objects.filter(email="ben@example.com").exists()
-    Task.objects.filter(pk=task.pk).update(run_after=timezone.now())
-
-    task = run_next()
+    # The retry is due later: drain(with_scheduled=True) runs it now.
+    (task,) = drain(with_scheduled=True).tasks
     assert task.status == Status.SUCCEEDED
     assert [m.to for m in mail.outbox] == [["ann@example.com"], ["ben@example.com"]]
     assert task.result == {"sent": 1, "already_invited": 1}
@@ -104,7 +108,7 @@ def test_the_report_builds_a_downloadable_file_with_progress(client, member):
     for email in ("a@acme.test", "b@acme.test", "c@globex.test"):
         Contact.objects.create(organisation=organisation, email=email)
     client.post(reverse("start-report"), {"sections": 5})
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.status == Status.SUCCEEDED
     assert task.progress_message == "Report ready"
@@ -166,7 +170,9 @@ def test_another_users_task_page_is_404(client, member):
 
 def test_the_prime_count_runs_from_the_home_page(client, member):
     response = client.post(reverse("start-primes"), {"limit": 100})
-    task = run_next()
+    (task,) = assert_enqueued(demo_tasks.count_primes, args=[100], owner=member, count=1)
+    drain()
+    task.refresh_from_db()
     assert response["Location"] == reverse("task-detail", args=[task.pk])
     assert task.result == {"limit": 100, "primes": 25}
     assert "25 primes below 100" in client.get(response["Location"]).content.decode()

@@ -9,8 +9,8 @@ from django.core.files.base import ContentFile
 from demo_project.demo import tasks as demo_tasks
 from demo_project.demo.models import Contact
 from jobs.states import Status
+from jobs.testing import drain
 from tests.factories import UploadFactory
-from tests.helpers import run_next
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +31,7 @@ def test_a_row_repeating_an_earlier_line_is_reported_even_chunks_apart():
     people = [f"person{i}@example.com,Person {i}" for i in range(300)]
     upload = upload_of(["ada@example.com,Ada", *people, "ADA@example.com,Ada again"])
     demo_tasks.import_contacts.enqueue(upload.pk)
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.status == Status.SUCCEEDED
     assert task.result["errors"] == [{"line": 303, "reason": "duplicate of line 2"}]
@@ -47,10 +47,10 @@ def test_a_row_repeating_an_earlier_line_is_reported_even_chunks_apart():
 def test_contacts_of_an_earlier_import_are_already_present_not_duplicates():
     first = upload_of(["ada@example.com,Ada"])
     demo_tasks.import_contacts.enqueue(first.pk)
-    run_next()
+    drain()
     again = upload_of(["ada@example.com,Ada", "bob@example.com,Bob"], owner=first.owner)
     demo_tasks.import_contacts.enqueue(again.pk)
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.result["error_count"] == 0
     assert (task.result["created"], task.result["already_present"]) == (1, 1)
@@ -62,7 +62,7 @@ def peak_memory_of_import(rows: int) -> int:
     gc.collect()
     tracemalloc.start()
     try:
-        task = run_next()
+        (task,) = drain().tasks
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

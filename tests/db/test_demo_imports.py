@@ -4,15 +4,14 @@ import pytest
 from django.core import mail
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
-from django.utils import timezone
 
 from demo_project.demo import tasks as demo_tasks
 from demo_project.demo.models import Contact, Notification
 from jobs.execution.context import TaskContext
 from jobs.models import Task
 from jobs.states import Status
+from jobs.testing import assert_enqueued, drain
 from tests.factories import MemberFactory, UploadFactory
-from tests.helpers import run_next
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64)
 
@@ -53,13 +52,12 @@ def test_uploading_a_csv_imports_every_row_and_reports_progress(client, progress
     client.force_login(user)
     upload = SimpleUploadedFile("contacts.csv", contacts_csv(1000), content_type="text/csv")
     response = client.post(reverse("start-import"), {"file": upload})
-    task = Task.objects.get()
+    (task,) = assert_enqueued(demo_tasks.import_contacts, owner=user, count=1)
     assert response.status_code == 302
     assert response["Location"] == reverse("task-detail", args=[task.pk])
-    assert task.owner == user
     assert task.summary == "Import of contacts.csv"
 
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.status == Status.SUCCEEDED
     assert Contact.objects.filter(organisation=user.membership.organisation).count() == 1000
@@ -82,7 +80,7 @@ def test_broken_rows_do_not_stop_the_import_and_are_shown_by_line(client):
     upload = UploadFactory(file__data=contacts_csv(10, broken=["nobody,No One", "x@y,"]))
     client.force_login(upload.owner)
     task = demo_tasks.import_contacts.using(owner=upload.owner).enqueue(upload.pk)
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.status == Status.SUCCEEDED
     assert task.progress_message == "Imported 10 of 12 rows; 2 broken rows skipped"
@@ -97,10 +95,10 @@ def test_broken_rows_do_not_stop_the_import_and_are_shown_by_line(client):
 def test_importing_the_same_file_again_duplicates_nobody():
     upload = UploadFactory(file__data=contacts_csv(250))
     demo_tasks.import_contacts.enqueue(upload.pk)
-    run_next()
+    drain()
     again = UploadFactory(owner=upload.owner, file__data=contacts_csv(300))
     demo_tasks.import_contacts.enqueue(again.pk)
-    task = run_next()
+    (task,) = drain().tasks
 
     assert Contact.objects.count() == 300
     assert (task.result["created"], task.result["already_present"]) == (50, 250)
@@ -125,12 +123,11 @@ def test_a_retry_resumes_after_the_chunks_already_imported(monkeypatch):
     monkeypatch.setattr(demo_tasks, "_import_chunk", flaky_chunk)
     monkeypatch.setattr(demo_tasks, "_validate", counted_report)
     task = demo_tasks.import_contacts.enqueue(upload.pk)
-    task = run_next()
+    (task,) = drain().tasks
     assert task.status == Status.RETRYING
     assert Contact.objects.count() == 500
-    Task.objects.filter(pk=task.pk).update(run_after=timezone.now())
-
-    task = run_next()
+    # The retry is due later: drain(with_scheduled=True) runs it now.
+    (task,) = drain(with_scheduled=True).tasks
     assert task.status == Status.SUCCEEDED
     assert calls["reports"] == 1  # the validation step was recorded, not redone
     # The five finished chunks were skipped: the retry started at the sixth (line 502).
@@ -146,7 +143,7 @@ def test_a_png_fails_at_once_with_the_clear_message(client):
     client.force_login(user)
     png = SimpleUploadedFile("photo.png", PNG, content_type="image/png")
     client.post(reverse("start-import"), {"file": png})
-    task = run_next()
+    (task,) = drain().tasks
 
     assert task.status == Status.FAILED
     assert task.attempts == 1
@@ -157,15 +154,12 @@ def test_a_png_fails_at_once_with_the_clear_message(client):
 
 
 @pytest.mark.django_db
-def test_the_owner_is_told_on_their_next_page_and_by_email_when_an_import_ends(
-    client, django_capture_on_commit_callbacks
-):
+def test_the_owner_is_told_on_their_next_page_and_by_email_when_an_import_ends(client):
     upload = UploadFactory(file__data=contacts_csv(20), owner__username="erin")
     demo_tasks.import_contacts.using(owner=upload.owner, summary="Import of contacts.csv").enqueue(
         upload.pk
     )
-    with django_capture_on_commit_callbacks(execute=True):
-        run_next()
+    drain()  # runs the task_finished receivers as a worker's commit would
 
     (note,) = Notification.objects.all()
     assert note.user == upload.owner

@@ -6,6 +6,7 @@ import time
 
 from jobs import PermanentError, TransientError, task
 from tests.testapp import (
+    chain_tasks,  # noqa: F401 - registered with the rest
     hostile_tasks,  # noqa: F401 - registers the hostile suite's tasks
     value_tasks,  # noqa: F401 - registered with the rest
 )
