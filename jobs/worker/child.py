@@ -2,7 +2,10 @@
 
 The supervisor forks a fixed pool of children; each runs one task at a time, from batches the
 supervisor sends it, and records the outcome of each itself, except plain successes, which it
-reports for the supervisor to record many at once. A child that hangs, exits, dies by a signal
+reports for the supervisor to record many at once. A success that a signal receiver waits for
+(every task declared with Django's ``@task``: Django's own receivers log its end) it records
+itself, with the others of its batch in one statement before its next reply, then sends its
+signals (``jobs.execution.executor.record_held``). A child that hangs, exits, dies by a signal
 or grows too large is killed and replaced without the supervisor or the other children noticing
 more than the lost slot. Messages are JSON (no pickle); see ``jobs.worker.wire``.
 
