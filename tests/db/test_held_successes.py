@@ -149,3 +149,27 @@ def test_a_failure_is_recorded_at_once_and_never_held(finished):
 def test_held_nothing_writes_nothing(django_assert_num_queries):
     with django_assert_num_queries(0):
         executor.record_held([])
+
+
+def test_a_jobs_task_whose_success_a_receiver_waits_for_is_held_too(
+    django_capture_on_commit_callbacks,
+):
+    from jobs import signals
+
+    task = TaskFactory(running=True, payload={"args": [2, 3], "kwargs": {}})
+    task = Task.objects.get(pk=task.pk)
+    received = []
+
+    def handler(sender, task, **kwargs):
+        received.append((task.pk, Task.objects.get(pk=task.pk).status, task.result))
+
+    signals.task_succeeded.connect(handler)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            replies, held = run_held([task])
+            assert received == []
+            executor.record_held([(task, outcome) for _, task, outcome in held])
+    finally:
+        signals.task_succeeded.disconnect(handler)
+    assert replies == [None]
+    assert received == [(task.pk, Status.SUCCEEDED, 5)]  # add(2, 3), read back from its row
