@@ -273,16 +273,21 @@ class _BatchRunner:
             self.recycle, self.recycle_reason = True, reason
 
     def _reply(self, number, results, busy, *, final, returned=()):
-        if self.held:  # recorded first: a success is reported once it is written
-            held, self.held = self.held, []
-            executor.record_held([(task, outcome) for _, task, outcome in held])
-            results += [[index, outcome.kind, None, None] for index, _, outcome in held]
-        reply = {"batch": number, "results": results, "busy": busy, "final": final}
-        if final:
-            reply["returned"] = list(returned)
-            reply["recycle"] = self.recycle
-            reply["recycle_reason"] = self.recycle_reason
-        self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
+        held, self.held = self.held, []
+        try:
+            if held:  # recorded first: a success is reported once it is written
+                executor.record_held([(task, outcome) for _, task, outcome in held])
+                results += [[index, outcome.kind, None, None] for index, _, outcome in held]
+        finally:
+            # Sent even if they could not be recorded (the database unreachable past its retry):
+            # the other outcomes are reported, the held tasks are not, and run again (at least
+            # once) as any finished task of a lost child that it had not reported.
+            reply = {"batch": number, "results": results, "busy": busy, "final": final}
+            if final:
+                reply["returned"] = list(returned)
+                reply["recycle"] = self.recycle
+                reply["recycle_reason"] = self.recycle_reason
+            self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
 
 
 def _run_one(index: int, values: dict, retire=None, held=None) -> list | None:
