@@ -26,7 +26,9 @@ def main():
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--task", default="noop", help="noop, or sleep50 (the mixed load)")
+    parser.add_argument(
+        "--task", default="noop", help="noop, sleep50 (the mixed load), or django_noop (@task)"
+    )
     args = parser.parse_args()
     from benchmarks.workers import empty, setup_django
 
@@ -53,7 +55,12 @@ def main():
 
     child._BatchRunner.run = profiled
     empty()
-    getattr(tasks, args.task).enqueue_many([(n,) for n in range(args.tasks)])
+    if args.task == "django_noop":
+        from benchmarks.django_drain import enqueue_django
+
+        enqueue_django(args.tasks)
+    else:
+        getattr(tasks, args.task).enqueue_many([(n,) for n in range(args.tasks)])
     worker = Worker(queues=["bench"], concurrency=args.concurrency, burst=True)
     # CPU time, not wall time: the supervisor mostly waits, for the database and its children.
     profile = cProfile.Profile(time.process_time)

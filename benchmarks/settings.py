@@ -11,3 +11,6 @@ from demo_project.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "benchmarks"]
 DEBUG = False
+
+# The queue of the benchmark's Django task (benchmarks.tasks.django_noop), beside the default.
+TASKS = {"default": {"BACKEND": "jobs.backends.DatabaseBackend", "QUEUES": ["default", "bench"]}}

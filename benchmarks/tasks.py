@@ -21,3 +21,16 @@ def noop(n=0):
 @task(queue="bench", max_attempts=1)
 def sleep50(n=0):
     time.sleep(0.05)
+
+
+# The same body declared with Django's @task (django.tasks on Django 6, the django_tasks backport
+# on 5.2), stored by jobs.backends.DatabaseBackend: benchmarks/django_drain.py drains both.
+try:
+    from django.tasks import task as django_task
+except ImportError:
+    from django_tasks import task as django_task  # type: ignore[no-redef]
+
+
+@django_task(queue_name="bench")
+def django_noop(n=0):
+    return None

@@ -137,15 +137,20 @@ def enqueue_bulk(count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def drain(count: int, workers: int, concurrency: int, log_level: str, task="noop"):
-    """Run ``count`` queued tasks with ``workers`` runworker processes; return rate and memory."""
+def drain(count: int, workers: int, concurrency: int, log_level: str, task="noop", enqueue=None):
+    """Run ``count`` queued tasks with ``workers`` runworker processes; return rate and memory.
+
+    ``enqueue(count)`` queues them, if given (by default ``task.enqueue_many``)."""
     from django.db.models import Max, Min
 
     from benchmarks import tasks
     from jobs.models import Task
 
     empty()
-    getattr(tasks, task).enqueue_many([(n,) for n in range(count)])
+    if enqueue is None:
+        getattr(tasks, task).enqueue_many([(n,) for n in range(count)])
+    else:
+        enqueue(count)
     processes = start_workers(workers, concurrency=concurrency, burst=True, log_level=log_level)
     sampler = MemorySampler(processes)
     sampler.start()

@@ -127,8 +127,13 @@ def load_task(row: "Task") -> DjangoTask:
     return task
 
 
-def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
-    """Build the TaskResult that Django's API shows for ``row``."""
+def to_task_result(row: "Task", task: DjangoTask, bound: DjangoTask | None = None) -> TaskResult:
+    """Build the TaskResult that Django's API shows for ``row``.
+
+    ``bound``: ``task`` with the row's priority, queue and backend, if the caller has it already
+    (``task.using`` validates the task against its backend: the worker's costliest step of a
+    Django task that does nothing).
+    """
     errors = [
         TaskError(exception_class_path=entry["exception"], traceback=entry.get("traceback", ""))
         for entry in row.error_details
@@ -144,7 +149,7 @@ def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
     if row.attempts > len(worker_ids):
         worker_ids.append(row.worker_id)
     result: TaskResult = TaskResult(
-        task=task.using(priority=row.priority, queue_name=row.queue, backend=row.backend),
+        task=bound or task.using(priority=row.priority, queue_name=row.queue, backend=row.backend),
         id=str(row.pk),
         status=STATUS_MAP[row.status],
         enqueued_at=row.created_at,
@@ -161,29 +166,44 @@ def to_task_result(row: "Task", task: DjangoTask) -> TaskResult:
     return result
 
 
-def runnable_for(row: "Task"):
+# (name, backend) -> (the Django task, its Runnable): a worker resolves every task it runs.
+_runnables: dict[tuple[str, str], tuple[DjangoTask, Runnable]] = {}
+
+
+def runnable_for(row: "Task") -> Runnable:
     """Return how the executor runs a task enqueued through Django Tasks."""
+    task = load_task(row)
+    cached = _runnables.get((row.name, row.backend))
+    if cached is None or cached[0] is not task:  # first use, or the task was redefined
+        cached = _runnables[(row.name, row.backend)] = (task, _runnable_of(task, row.backend))
+    return cached[1]
+
+
+def _runnable_of(task: DjangoTask, backend: str) -> Runnable:
     from jobs.tasks.registry import default_backoff  # app registry: see the imports above
 
-    task = load_task(row)
     try:
-        signal_sender = type(task_backends[row.backend])
+        signal_sender = type(task_backends[backend])
     except Exception:  # the alias was removed from settings.TASKS since the enqueue
         signal_sender = DatabaseBackend
+    # task.using(...) per (priority, queue): the same for every row that has them.
+    bound: dict[tuple[int, str], DjangoTask] = {}
+
+    def result_of(row) -> TaskResult:
+        key = (row.priority, row.queue)
+        if key not in bound:
+            bound[key] = task.using(priority=row.priority, queue_name=row.queue, backend=backend)
+        return to_task_result(row, task, bound[key])
 
     def call(row):
         if task.takes_context:
-            context: TaskContext[..., Any] = TaskContext(task_result=to_task_result(row, task))
+            context: TaskContext[..., Any] = TaskContext(task_result=result_of(row))
             return task.call(context, *row.args, **row.kwargs)
         return task.call(*row.args, **row.kwargs)
 
     return Runnable(
         call=call,
         backoff=default_backoff(),
-        on_start=lambda row: task_started.send(
-            signal_sender, task_result=to_task_result(row, task)
-        ),
-        on_finish=lambda row: task_finished.send(
-            signal_sender, task_result=to_task_result(row, task)
-        ),
+        on_start=lambda row: task_started.send(signal_sender, task_result=result_of(row)),
+        on_finish=lambda row: task_finished.send(signal_sender, task_result=result_of(row)),
     )

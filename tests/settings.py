@@ -59,6 +59,15 @@ LOGGING = {
             "handlers": ["console"],
             "level": os.environ.get("JOBS_LOG_LEVEL", "INFO"),
             "propagate": True,
-        }
+        },
+        # Django's own task log lines (django.tasks on Django 6, the backport on 5.2), written
+        # when a test asks for them (tests/process/test_django_task_signals.py).
+        **{
+            name: {
+                "handlers": ["console"],
+                "level": os.environ.get("JOBS_TEST_DJANGO_TASKS_LOG_LEVEL", "WARNING"),
+            }
+            for name in ("django.tasks", "django_tasks")
+        },
     },
 }

@@ -8,8 +8,9 @@ import importlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError, router
 from django.utils import timezone
@@ -46,6 +47,10 @@ class Outcome:
     retry_in: float = 0.0
     duration: float = 0.0
     deferred: bool = False  # a success left for the caller to record
+    # A success the caller records with others (``record_held``), then finishes (``finish``).
+    held: bool = False
+    finished_at: datetime | None = None
+    finish: Callable[[Task], object] | None = None  # what waits for the recorded outcome
     # Why the process that ran the task should run no other (it raised SystemExit, say).
     unsettled: str = ""
 
@@ -260,12 +265,14 @@ def _nothing_after_success(runnable: Runnable | None) -> bool:
     return not signals.has_listeners(SUCCEEDED)
 
 
-def run(task: Task, *, defer_success: bool = False) -> Outcome:
+def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) -> Outcome:
     """Execute and record one claimed task, with a log line at its start and its finish.
 
     With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
     caller records it (the worker's supervisor does, many in one statement). Failures, retries,
-    cancellations, and successes that a hook or signal receiver waits for, are recorded here.
+    cancellations, and successes that a hook or signal receiver waits for, are recorded here;
+    with ``hold_success``, such a success is not: ``outcome.held`` is set, and the caller, the
+    same process, records it with others (``record_held``), which then sends its signals.
     """
     # DEBUG: the finish line says all this again, with the outcome; one line per task is what
     # a busy worker can afford to write.
@@ -290,6 +297,10 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
         outcome = execute(task, runnable)
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
         outcome.deferred = recorded = True
+    elif hold_success and outcome.kind == SUCCEEDED:
+        outcome.held = recorded = True
+        outcome.finished_at = timezone.now()
+        outcome.finish = runnable.on_finish if runnable else None
     else:
         recorded = record(task, outcome)
     if outcome.error and outcome.kind == FAILED:
@@ -310,12 +321,52 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
         f" error={outcome.error.exception}" if outcome.error else "",
         "" if recorded else " recorded=false",
     )
-    if recorded and runnable and runnable.on_finish:
-        try:
-            runnable.on_finish(task)
-        except Exception:  # a receiver's bug; the outcome is recorded already
-            logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
+    if recorded and not outcome.held and runnable and runnable.on_finish:
+        _finish(task, runnable.on_finish)
     return outcome
+
+
+def _finish(task: Task, finish: Callable[[Task], object]):
+    try:
+        finish(task)
+    except Exception:  # a receiver's bug; the outcome is recorded already
+        logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
+
+
+def record_held(held: list[tuple[Task, Outcome]]):
+    """Record the successes ``run`` held, in one statement, then send what waits for each.
+
+    The statement is ``jobs.transitions.succeed_many`` (retried through database faults), which
+    sends ``task_succeeded``/``task_finished`` for the rows it wrote; then each task's own hook
+    (Django Tasks' ``task_finished``) is called, with the row final and recorded. A success the
+    database refused to store fails its task (the hook sees ``failed``); one no longer this
+    worker's to record (its lease lapsed) is logged by ``succeed_many`` and sends nothing.
+    """
+    if not held:
+        return
+    now = timezone.now()
+    successes = [
+        transitions.Success(task.pk, task.attempts, task.worker_id, o.result, o.finished_at or now)
+        for task, o in held
+    ]
+    applied = retry_on_database_error(
+        lambda: transitions.succeed_many(successes),
+        what=f"record {len(successes)} successes",
+        model=Task,
+    )
+    for task, outcome in held:
+        if task.pk in applied:
+            task.status, task.result = Status.SUCCEEDED, outcome.result
+            task.finished_at, task.lease_expires_at = outcome.finished_at, None
+        else:
+            failed = Task.objects.filter(
+                pk=task.pk, attempts=task.attempts, worker_id=task.worker_id, status=FAILED
+            ).first()
+            if failed is None:  # not this attempt's to record any more
+                continue
+            task, outcome.kind, outcome.result = failed, FAILED, None
+        if outcome.finish:
+            _finish(task, outcome.finish)
 
 
 def _import_failure(task: Task, exc: BaseException) -> BaseException:

@@ -2,7 +2,10 @@
 
 The supervisor forks a fixed pool of children; each runs one task at a time, from batches the
 supervisor sends it, and records the outcome of each itself, except plain successes, which it
-reports for the supervisor to record many at once. A child that hangs, exits, dies by a signal
+reports for the supervisor to record many at once. A success that a signal receiver waits for
+(every task declared with Django's ``@task``: Django's own receivers log its end) it records
+itself, with the others of its batch in one statement before its next reply, then sends its
+signals (``jobs.execution.executor.record_held``). A child that hangs, exits, dies by a signal
 or grows too large is killed and replaced without the supervisor or the other children noticing
 more than the lost slot. Messages are JSON (no pickle); see ``jobs.worker.wire``.
 
@@ -224,6 +227,8 @@ class _BatchRunner:
         self.recycle = False
         self.recycle_reason = ""
         self.pid = os.getpid()  # only this process may reply: a task may fork
+        # Successes a receiver waits for, recorded together before the next reply.
+        self.held: list[tuple[int, Any, executor.Outcome]] = []
 
     def run(self, message: dict):
         number, tasks, budget = message["batch"], message["tasks"], message["budget"]
@@ -236,20 +241,22 @@ class _BatchRunner:
             if index and (now - started > budget or self.slot.stop_asked or self.recycle):
                 returned = list(range(index, len(tasks)))
                 break
-            if results and now - reported > self.REPORT_INTERVAL:
+            if (results or self.held) and now - reported > self.REPORT_INTERVAL:
                 self._reply(number, results, busy, final=False)
                 results, busy, reported = [], 0.0, now
             self.slot.start(number, index, now)
             try:
-                results.append(_run_one(index, values, retire=self._retire))
+                result = _run_one(index, values, retire=self._retire, held=self.held)
             except BaseException:
                 # Not the task's doing (the executor keeps those): the child exits, and the
                 # supervisor records this task as lost. The tasks finished before it are
                 # reported first, so that none of them is handed back and run again.
-                if results and os.getpid() == self.pid:
+                if (results or self.held) and os.getpid() == self.pid:
                     with contextlib.suppress(Exception):
                         self._reply(number, results, busy, final=False)
                 raise
+            if result is not None:
+                results.append(result)
             if os.getpid() != self.pid:  # a process the task forked, come back (see executor)
                 os._exit(0)
             busy += time.monotonic() - now
@@ -266,23 +273,37 @@ class _BatchRunner:
             self.recycle, self.recycle_reason = True, reason
 
     def _reply(self, number, results, busy, *, final, returned=()):
-        reply = {"batch": number, "results": results, "busy": busy, "final": final}
-        if final:
-            reply["returned"] = list(returned)
-            reply["recycle"] = self.recycle
-            reply["recycle_reason"] = self.recycle_reason
-        self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
+        held, self.held = self.held, []
+        try:
+            if held:  # recorded first: a success is reported once it is written
+                executor.record_held([(task, outcome) for _, task, outcome in held])
+                results += [[index, outcome.kind, None, None] for index, _, outcome in held]
+        finally:
+            # Sent even if they could not be recorded (the database unreachable past its retry):
+            # the other outcomes are reported, the held tasks are not, and run again (at least
+            # once) as any finished task of a lost child that it had not reported.
+            reply = {"batch": number, "results": results, "busy": busy, "final": final}
+            if final:
+                reply["returned"] = list(returned)
+                reply["recycle"] = self.recycle
+                reply["recycle_reason"] = self.recycle_reason
+            self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
 
 
-def _run_one(index: int, values: dict, retire=None) -> list:
+def _run_one(index: int, values: dict, retire=None, held=None) -> list | None:
     """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
 
-    ``retire(reason)`` is called when this child should run no other task after it.
+    ``retire(reason)`` is called when this child should run no other task after it. Given a
+    list ``held``, a success that a receiver waits for is added to it, ``(index, task,
+    outcome)``, for the caller to record with others (``executor.record_held``): None then.
     """
     task = task_from_values(values)
-    outcome = executor.run(task, defer_success=True)
+    outcome = executor.run(task, defer_success=True, hold_success=held is not None)
     if outcome.unsettled and retire is not None:
         retire(outcome.unsettled)
+    if outcome.held and held is not None:
+        held.append((index, task, outcome))
+        return None
     if outcome.deferred:
         # The supervisor records it, with the successes of other children, in one statement.
         return [index, "deferred", outcome.result, time.time()]

@@ -2,7 +2,8 @@
 
 A child records a failure, retry or cancellation itself; a plain success it reports to the
 supervisor with its result, and the supervisor writes many at once (a success a receiver of
-``task_succeeded``/``task_finished`` waits for is the exception: the child records it, so that
+``task_succeeded``/``task_finished``, or of Django Tasks' ``task_finished``, waits for is the
+exception: the child records it, with the others of its batch in one statement, so that
 receivers run there). The path that keeps "at least once" true, step by step; this module
 holds the successes, the worker's loop (``jobs.worker.lifecycle.Worker``) says when to write:
 

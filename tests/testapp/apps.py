@@ -1,7 +1,29 @@
+import logging
+import os
+
 from django.apps import AppConfig
+
+logger = logging.getLogger("jobs.tests")
+
+
+def report_finished(sender, task_result, **kwargs):
+    """Log what a Django ``task_finished`` receiver sees: the result's status and the row's."""
+    from jobs.models import Task
+
+    row = Task.objects.get(pk=task_result.id)
+    seen = (task_result.id, task_result.status, row.status)
+    logger.warning("django task_finished id=%s status=%s row=%s", *seen)
 
 
 class TestAppConfig(AppConfig):
     name = "tests.testapp"
     label = "testapp"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # A receiver that reads the row, for the workers of tests that ask for it
+        # (tests/process/test_django_task_signals.py).
+        if os.environ.get("JOBS_TEST_DJANGO_FINISHED_RECEIVER"):
+            from jobs.backends import task_finished
+
+            task_finished.connect(report_finished, dispatch_uid="tests-report-finished")

@@ -1,0 +1,175 @@
+"""Successes a receiver waits for, held by the child and recorded together (executor.record_held).
+
+Django Tasks' ``task_finished`` (Django's own logging receiver at least) waits for every success
+of a task declared with Django's ``@task``: the child records those successes in one statement
+before its next reply, then sends the signal, once per task, with the row final.
+"""
+
+import json
+import logging
+
+import django
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from jobs.backends import TaskResultStatus, task_finished, task_started
+from jobs.execution import executor
+from jobs.models import Task
+from jobs.states import Status
+from jobs.worker import child
+from jobs.worker.wire import encode_task
+from tests.factories import TaskFactory
+
+pytestmark = pytest.mark.django_db
+
+# Django's own receivers log there (django.tasks on Django 6, the backport on 5.2).
+DJANGO_LOGGER = "django.tasks" if django.VERSION >= (6,) else "django_tasks"
+
+
+def running_multiply(a, b):
+    task = TaskFactory(
+        running=True,
+        name="tests.testapp.django_tasks.multiply",
+        backend="default",
+        payload={"args": [a, b], "kwargs": {}},
+    )
+    return Task.objects.get(pk=task.pk)
+
+
+@pytest.fixture
+def finished():
+    """What each task_finished receiver saw: the TaskResult's status, and the row's then."""
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        row = Task.objects.get(pk=task_result.id)
+        value = (
+            task_result.return_value if task_result.status == TaskResultStatus.SUCCESSFUL else None
+        )
+        seen.append((task_result.id, task_result.status, row.status, value))
+
+    task_finished.connect(receiver)
+    yield seen
+    task_finished.disconnect(receiver)
+
+
+def run_held(tasks):
+    held = []
+    replies = [
+        child._run_one(n, json.loads(encode_task(task)), held=held) for n, task in enumerate(tasks)
+    ]
+    return replies, held
+
+
+def test_successes_are_held_then_recorded_together_and_finished_once(finished):
+    tasks = [running_multiply(n, 10) for n in range(3)]
+    replies, held = run_held(tasks)
+    assert replies == [None, None, None]
+    assert [index for index, _, _ in held] == [0, 1, 2]
+    assert finished == []  # nothing is sent before the row is final
+    assert set(Task.objects.values_list("status", flat=True)) == {Status.RUNNING}
+    with CaptureQueriesContext(connection) as queries:
+        executor.record_held([(task, outcome) for _, task, outcome in held])
+    statements = [q["sql"].split(None, 1)[0].upper() for q in queries.captured_queries]
+    writes = [word for word in statements if word not in ("SELECT", "SAVEPOINT", "RELEASE")]
+    assert len(writes) == 1  # one statement for the three
+    assert finished == [
+        (str(task.pk), TaskResultStatus.SUCCESSFUL, Status.SUCCEEDED, n * 10)
+        for n, task in enumerate(tasks)
+    ]
+    assert [row.result for row in Task.objects.order_by("payload__args__0")] == [0, 10, 20]
+
+
+def test_djangos_own_log_lines_are_written(caplog):
+    task = running_multiply(6, 7)
+    caplog.set_level(logging.INFO, logger=DJANGO_LOGGER)
+    _, held = run_held([task])
+    started = [r.getMessage() for r in caplog.records if r.name == DJANGO_LOGGER]
+    assert started == [f"Task id={task.pk} path={task.name} state={TaskResultStatus.RUNNING}"]
+    executor.record_held([(task, outcome) for _, task, outcome in held])
+    lines = [r.getMessage() for r in caplog.records if r.name == DJANGO_LOGGER]
+    assert lines[1:] == [f"Task id={task.pk} path={task.name} state={TaskResultStatus.SUCCESSFUL}"]
+
+
+def test_task_started_is_sent_once_as_the_task_starts():
+    task = running_multiply(1, 1)
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append((task_result.id, task_result.status))
+
+    task_started.connect(receiver)
+    try:
+        run_held([task])
+    finally:
+        task_started.disconnect(receiver)
+    assert seen == [(str(task.pk), TaskResultStatus.RUNNING)]
+
+
+def test_a_success_no_longer_this_workers_is_not_recorded_nor_finished(finished, caplog):
+    task = running_multiply(2, 2)
+    _, held = run_held([task])
+    Task.objects.filter(pk=task.pk).update(worker_id="another-worker")  # rescued meanwhile
+    executor.record_held([(task, outcome) for _, task, outcome in held])
+    assert finished == []
+    assert Task.objects.get(pk=task.pk).status == Status.RUNNING
+    assert "transition refused" in caplog.text
+
+
+def test_a_failing_receiver_spoils_neither_the_record_nor_the_others(finished, caplog):
+    tasks = [running_multiply(1, 2), running_multiply(3, 4)]
+
+    def broken(sender, task_result, **kwargs):
+        raise RuntimeError("receiver bug")
+
+    task_finished.connect(broken)
+    try:
+        _, held = run_held(tasks)
+        executor.record_held([(task, outcome) for _, task, outcome in held])
+    finally:
+        task_finished.disconnect(broken)
+    assert [status for _, status, _, _ in finished] == [TaskResultStatus.SUCCESSFUL] * 2
+    assert set(Task.objects.values_list("status", flat=True)) == {Status.SUCCEEDED}
+    assert caplog.text.count("task_finished receiver failed") == 2
+
+
+def test_a_failure_is_recorded_at_once_and_never_held(finished):
+    task = TaskFactory(
+        running=True, name="tests.testapp.django_tasks.explode", backend="default",
+        payload={"args": [], "kwargs": {}}, max_attempts=1,
+    )  # fmt: skip
+    task = Task.objects.get(pk=task.pk)
+    replies, held = run_held([task])
+    assert held == []
+    assert replies == [[0, Status.FAILED, None, None]]
+    assert finished == [(str(task.pk), TaskResultStatus.FAILED, Status.FAILED, None)]
+
+
+def test_held_nothing_writes_nothing(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        executor.record_held([])
+
+
+def test_a_jobs_task_whose_success_a_receiver_waits_for_is_held_too(
+    django_capture_on_commit_callbacks,
+):
+    from jobs import signals
+
+    task = TaskFactory(running=True, payload={"args": [2, 3], "kwargs": {}})
+    task = Task.objects.get(pk=task.pk)
+    received = []
+
+    def handler(sender, task, **kwargs):
+        received.append((task.pk, Task.objects.get(pk=task.pk).status, task.result))
+
+    signals.task_succeeded.connect(handler)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            replies, held = run_held([task])
+            assert received == []
+            executor.record_held([(task, outcome) for _, task, outcome in held])
+    finally:
+        signals.task_succeeded.disconnect(handler)
+    assert replies == [None]
+    assert received == [(task.pk, Status.SUCCEEDED, 5)]  # add(2, 3), read back from its row
