@@ -48,6 +48,9 @@ class Outcome:
     deferred: bool = False  # a success left for the caller to record
     # Why the process that ran the task should run no other (it raised SystemExit, say).
     unsettled: str = ""
+    # What the task raised, in this process only (not recorded as is): ``finished`` hands it
+    # to Django's task_finished receivers as the exception being handled.
+    exception: BaseException | None = None
 
 
 def resolve(task: Task) -> Runnable:
@@ -106,12 +109,12 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         if runnable.on_start:
             runnable.on_start(task)
         result = runnable.call(task)
-        validate_json(result, "the task's return value")
-        outcome = Outcome(SUCCEEDED, result=result)
+        outcome = _checked_success(result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
     except BaseException as exc:  # the task's outcome, whatever it raised
         outcome = outcome_for_exception(task, exc, runnable)
+        outcome.exception = exc
         if not isinstance(exc, Exception):
             assert outcome.error is not None  # outcome_for_exception always records one
             outcome.unsettled = f"the task raised {outcome.error.exception}"
@@ -119,6 +122,18 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         _leave_forked_process(task, outcome)
     outcome.duration = time.monotonic() - started
     return outcome
+
+
+def _checked_success(result) -> Outcome:
+    """A success, or, for a return value that is not JSON, a failure recording a ``TypeError``
+    (what Django Tasks record): no retry returns another value."""
+    try:
+        validate_json(result, "the task's return value")
+    except PayloadError as exc:
+        error = TypeError(str(exc))
+        error.__cause__ = exc
+        return Outcome(FAILED, error=ErrorRecord.from_exception(error, str(exc), False))
+    return Outcome(SUCCEEDED, result=result)
 
 
 def _leave_forked_process(task: Task, outcome: Outcome):
@@ -298,24 +313,54 @@ def run(task: Task, *, defer_success: bool = False) -> Outcome:
         level = logging.WARNING
     else:
         level = logging.INFO
+    # An error's class and message, as arguments (a log formatter quotes them); its
+    # traceback is in the task's error_details.
+    error = (outcome.error.exception, outcome.error.message) if outcome.error else ()
     logger.log(
         level,
-        "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s%s%s",
+        "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s"
+        + (" error=%s message=%s" if error else "")
+        + ("" if recorded else " recorded=false"),
         task.name,
         task.pk,
         task.attempts,
         task.max_attempts,
         outcome.duration,
         outcome.kind,
-        f" error={outcome.error.exception}" if outcome.error else "",
-        "" if recorded else " recorded=false",
+        *error,
     )
-    if recorded and runnable and runnable.on_finish:
-        try:
-            runnable.on_finish(task)
-        except Exception:  # a receiver's bug; the outcome is recorded already
-            logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
+    if recorded:
+        finished(task, runnable, outcome.exception)
     return outcome
+
+
+def finished(task: Task, runnable: Runnable | None, exception: BaseException | None = None):
+    """Call the hook of ``runnable`` for the outcome of ``task`` just recorded (Django Tasks'
+    ``task_finished``); also called by the worker's supervisor for a child that was lost.
+
+    With the ``exception`` the attempt ended with being handled, as Django sends the signal:
+    its receivers (django.tasks' own log line, error trackers) read it from ``sys.exc_info()``.
+    """
+    if not (runnable and runnable.on_finish):
+        return
+    try:
+        if exception is None:
+            runnable.on_finish(task)
+        else:
+            _while_handling(exception, runnable.on_finish, task)
+    except Exception:  # a receiver's bug; the outcome is recorded already
+        logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
+
+
+def _while_handling(exception: BaseException, call, task: Task):
+    """``call(task)`` inside an ``except`` block handling ``exception``, its traceback kept."""
+    traceback = exception.__traceback__
+    try:
+        raise exception
+    except BaseException:
+        call(task)
+    finally:
+        exception.__traceback__ = traceback
 
 
 def _import_failure(task: Task, exc: BaseException) -> BaseException:
