@@ -8,7 +8,7 @@ import importlib
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.db import DatabaseError, router
@@ -132,7 +132,9 @@ def _checked_success(result) -> Outcome:
     except PayloadError as exc:
         error = TypeError(str(exc))
         error.__cause__ = exc
-        return Outcome(FAILED, error=ErrorRecord.from_exception(error, str(exc), False))
+        record = ErrorRecord.from_exception(error, str(exc), False)
+        # Permanent, as the PermanentError recorded before: retrying it from the page cannot help.
+        return Outcome(FAILED, error=replace(record, permanent=True))
     return Outcome(SUCCEEDED, result=result)
 
 

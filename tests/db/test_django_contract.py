@@ -173,7 +173,9 @@ def test_complex_return_value(finished_results):
     assert result._return_value is None
     assert result.errors[0].exception_class is TypeError
     assert "return value is builtin_function_or_method" in result.errors[0].traceback
-    assert Task.objects.get(pk=result.id).last_error.startswith("the task's return value")
+    row = Task.objects.get(pk=result.id)
+    assert row.last_error.startswith("the task's return value")
+    assert row.error_details[-1]["permanent"] is True  # no retry from the status page either
     assert [r.status for r in finished_results] == [TaskResultStatus.FAILED]
 
 
