@@ -108,11 +108,16 @@ class DatabaseBackend(BaseTaskBackend):
         from jobs.models import Task  # app registry: see the imports above
 
         try:
-            row = Task.objects.exclude(backend="").get(pk=result_id)
+            # This backend's results only: another alias's are another backend's to return.
+            row = Task.objects.get(pk=result_id, backend=self.alias)
         except (Task.DoesNotExist, ValidationError, ValueError, TypeError) as exc:
             # A malformed id is as absent as an unknown one.
             raise TaskResultDoesNotExist(result_id) from exc
-        return to_task_result(row, load_task(row))
+        try:
+            task = load_task(row)
+        except UnknownTaskError as exc:  # its function was renamed or removed since
+            raise TaskResultDoesNotExist(result_id) from exc
+        return to_task_result(row, task)
 
 
 def load_task(row: "Task") -> DjangoTask:
@@ -132,7 +137,7 @@ def to_task_result(row: "Task", task: DjangoTask, bound: DjangoTask | None = Non
 
     ``bound``: ``task`` with the row's priority, queue and backend, if the caller has it already
     (``task.using`` validates the task against its backend: the worker's costliest step of a
-    Django task that does nothing).
+    Django task that does nothing); not used for a deferred task, which needs its ``run_after``.
     """
     errors = [
         TaskError(exception_class_path=entry["exception"], traceback=entry.get("traceback", ""))
@@ -148,8 +153,16 @@ def to_task_result(row: "Task", task: DjangoTask, bound: DjangoTask | None = Non
     worker_ids = [entry.get("worker_id", "") for entry in row.error_details]
     if row.attempts > len(worker_ids):
         worker_ids.append(row.worker_id)
+    # run_after as enqueued: None unless the task was deferred (a task due at once is stored
+    # due at its creation). A retry, release or requeue moves it: it then says when the task
+    # is due next.
+    run_after = row.run_after if row.run_after != row.created_at else None
     result: TaskResult = TaskResult(
-        task=bound or task.using(priority=row.priority, queue_name=row.queue, backend=row.backend),
+        task=bound
+        if bound is not None and run_after is None
+        else task.using(
+            priority=row.priority, queue_name=row.queue, backend=row.backend, run_after=run_after
+        ),
         id=str(row.pk),
         status=STATUS_MAP[row.status],
         enqueued_at=row.created_at,
@@ -205,5 +218,11 @@ def _runnable_of(task: DjangoTask, backend: str) -> Runnable:
         call=call,
         backoff=default_backoff(),
         on_start=lambda row: task_started.send(signal_sender, task_result=result_of(row)),
-        on_finish=lambda row: task_finished.send(signal_sender, task_result=result_of(row)),
+        on_finish=lambda row: send_finished(signal_sender, result_of(row)),
     )
+
+
+def send_finished(sender, result: TaskResult):
+    """Send Django's ``task_finished`` for ``result`` if it is finished (not for a retry)."""
+    if result.is_finished:
+        task_finished.send(sender, task_result=result)

@@ -36,8 +36,12 @@ class TransientError(TaskError):
     transient = True
 
 
-class PayloadError(JobsError, ValueError):
-    """The arguments of an enqueue are not JSON, or are too large."""
+class PayloadError(JobsError, ValueError, TypeError):
+    """The arguments of an enqueue are not JSON, or are too large.
+
+    Both a ``TypeError``, what Django Tasks raise for a value that is not JSON, and a
+    ``ValueError``, what jobs raised before: ``except`` clauses written for either catch it.
+    """
 
 
 class UnknownTaskError(JobsError, LookupError):

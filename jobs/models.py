@@ -112,13 +112,13 @@ class Task(models.Model):
             # The claim query: only claimable rows are indexed, so a table of a million
             # finished tasks costs the claim nothing.
             models.Index(
-                fields=["-priority", "run_after"],
+                fields=["-priority", "run_after", "created_at", "id"],
                 name="jobs_task_claimable_idx",
                 condition=Q(status__in=CLAIMABLE_STATUSES),
             ),
             # The claim of a worker serving one queue: its due tasks in claim order.
             models.Index(
-                fields=["queue", "-priority", "run_after"],
+                fields=["queue", "-priority", "run_after", "created_at", "id"],
                 name="jobs_task_queue_claimable_idx",
                 condition=Q(status__in=CLAIMABLE_STATUSES),
             ),

@@ -9,7 +9,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, router
@@ -24,6 +24,7 @@ from jobs.db import (
 )
 from jobs.error_records import ErrorRecord, unrecordable_error, unstorable_error
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
+from jobs.execution import finishing
 from jobs.execution.context import TaskContext
 from jobs.execution.runnable import Runnable
 from jobs.models import Task
@@ -53,6 +54,9 @@ class Outcome:
     finish: Callable[[Task], object] | None = None  # what waits for the recorded outcome
     # Why the process that ran the task should run no other (it raised SystemExit, say).
     unsettled: str = ""
+    # What the task raised, in this process only (not recorded as is): ``finished`` hands it
+    # to Django's task_finished receivers as the exception being handled.
+    exception: BaseException | None = None
 
 
 def resolve(task: Task) -> Runnable:
@@ -111,12 +115,12 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         if runnable.on_start:
             runnable.on_start(task)
         result = runnable.call(task)
-        validate_json(result, "the task's return value")
-        outcome = Outcome(SUCCEEDED, result=result)
+        outcome = _checked_success(result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
     except BaseException as exc:  # the task's outcome, whatever it raised
         outcome = outcome_for_exception(task, exc, runnable)
+        outcome.exception = exc
         if not isinstance(exc, Exception):
             assert outcome.error is not None  # outcome_for_exception always records one
             outcome.unsettled = f"the task raised {outcome.error.exception}"
@@ -124,6 +128,20 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         _leave_forked_process(task, outcome)
     outcome.duration = time.monotonic() - started
     return outcome
+
+
+def _checked_success(result) -> Outcome:
+    """A success, or, for a return value that is not JSON, a failure recording a ``TypeError``
+    (what Django Tasks record): no retry returns another value."""
+    try:
+        validate_json(result, "the task's return value")
+    except PayloadError as exc:
+        error = TypeError(str(exc))
+        error.__cause__ = exc
+        record = ErrorRecord.from_exception(error, str(exc), False)
+        # Permanent, as the PermanentError recorded before: retrying it from the page cannot help.
+        return Outcome(FAILED, error=replace(record, permanent=True))
+    return Outcome(SUCCEEDED, result=result)
 
 
 def _leave_forked_process(task: Task, outcome: Outcome):
@@ -309,64 +327,25 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
         level = logging.WARNING
     else:
         level = logging.INFO
+    # An error's class and message, as arguments (a log formatter quotes them); its
+    # traceback is in the task's error_details.
+    error = (outcome.error.exception, outcome.error.message) if outcome.error else ()
     logger.log(
         level,
-        "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s%s%s",
+        "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s"
+        + (" error=%s message=%s" if error else "")
+        + ("" if recorded else " recorded=false"),
         task.name,
         task.pk,
         task.attempts,
         task.max_attempts,
         outcome.duration,
         outcome.kind,
-        f" error={outcome.error.exception}" if outcome.error else "",
-        "" if recorded else " recorded=false",
+        *error,
     )
-    if recorded and not outcome.held and runnable and runnable.on_finish:
-        _finish(task, runnable.on_finish)
+    if recorded and not outcome.held:
+        finishing.finished(task, runnable, outcome.exception)
     return outcome
-
-
-def _finish(task: Task, finish: Callable[[Task], object]):
-    try:
-        finish(task)
-    except Exception:  # a receiver's bug; the outcome is recorded already
-        logger.exception("task_finished receiver failed name=%s id=%s", task.name, task.pk)
-
-
-def record_held(held: list[tuple[Task, Outcome]]):
-    """Record the successes ``run`` held, in one statement, then send what waits for each.
-
-    The statement is ``jobs.transitions.succeed_many`` (retried through database faults), which
-    sends ``task_succeeded``/``task_finished`` for the rows it wrote; then each task's own hook
-    (Django Tasks' ``task_finished``) is called, with the row final and recorded. A success the
-    database refused to store fails its task (the hook sees ``failed``); one no longer this
-    worker's to record (its lease lapsed) is logged by ``succeed_many`` and sends nothing.
-    """
-    if not held:
-        return
-    now = timezone.now()
-    successes = [
-        transitions.Success(task.pk, task.attempts, task.worker_id, o.result, o.finished_at or now)
-        for task, o in held
-    ]
-    applied = retry_on_database_error(
-        lambda: transitions.succeed_many(successes),
-        what=f"record {len(successes)} successes",
-        model=Task,
-    )
-    for task, outcome in held:
-        if task.pk in applied:
-            task.status, task.result = Status.SUCCEEDED, outcome.result
-            task.finished_at, task.lease_expires_at = outcome.finished_at, None
-        else:
-            failed = Task.objects.filter(
-                pk=task.pk, attempts=task.attempts, worker_id=task.worker_id, status=FAILED
-            ).first()
-            if failed is None:  # not this attempt's to record any more
-                continue
-            task, outcome.kind, outcome.result = failed, FAILED, None
-        if outcome.finish:
-            _finish(task, outcome.finish)
 
 
 def _import_failure(task: Task, exc: BaseException) -> BaseException:

@@ -31,7 +31,7 @@ def _claim_ctes(connection, queue_count: int) -> str:
             UPDATE {common.task_table(connection)} AS task SET {common.CLAIM_ASSIGNMENTS}
             FROM picked WHERE task.id = picked.id
             RETURNING task.id, task.attempts, task.name, task.backend, task.priority,
-                task.run_after, row_to_json(task)::text AS row
+                task.run_after, task.created_at, row_to_json(task)::text AS row
         )
     """
 
@@ -45,7 +45,7 @@ def claim_sql(connection, queue_count: int) -> str:
     return f"""
         WITH {_claim_ctes(connection, queue_count)}
         SELECT id, attempts, name, backend, row FROM claimed
-        ORDER BY priority DESC, run_after
+        ORDER BY priority DESC, run_after, created_at, id
     """
 
 

@@ -40,7 +40,8 @@ _ROW_JSON = "json_object({})".format(
 def claim_sql(connection, queue_count: int) -> str:
     """Claim due rows; parameters: ``common.claim_params``.
 
-    Returns ``(id, attempts, name, backend, priority, run_after, row)`` per claimed task, in no
+    Returns ``(id, attempts, name, backend, priority, run_after, created_at, row)`` per claimed
+    task, in no
     order (``claim_tasks`` sorts them). SQLite runs the whole statement under its single writer
     lock: nothing to skip.
     """
@@ -49,7 +50,7 @@ def claim_sql(connection, queue_count: int) -> str:
         WITH picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}
         WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
-        RETURNING id, attempts, name, backend, priority, run_after, {_ROW_JSON}
+        RETURNING id, attempts, name, backend, priority, run_after, created_at, {_ROW_JSON}
     """
 
 
@@ -61,11 +62,12 @@ def claim_tasks(cursor, connection, **values) -> list[tuple]:
     sql = claim_sql(connection, len(values["queues"]))
     cursor.execute(sql, common.claim_params(connection, **values))
     rows = cursor.fetchall()
-    # Highest priority first, then longest due (run_after as stored sorts as it reads).
-    rows.sort(key=lambda row: (-row[4], row[5]))
+    # Highest priority first, then longest due, then enqueue order (``common.claim_pick``;
+    # datetimes as stored sort as they read, and so do the ids' hex texts).
+    rows.sort(key=lambda row: (-row[4], row[5], row[6], row[0]))
     return [
         (uuid.UUID(task_id), attempts, name, backend, text)
-        for task_id, attempts, name, backend, _, _, text in rows
+        for task_id, attempts, name, backend, _, _, _, text in rows
     ]
 
 

@@ -5,7 +5,7 @@ supervisor sends it, and records the outcome of each itself, except plain succes
 reports for the supervisor to record many at once. A success that a signal receiver waits for
 (every task declared with Django's ``@task``: Django's own receivers log its end) it records
 itself, with the others of its batch in one statement before its next reply, then sends its
-signals (``jobs.execution.executor.record_held``). A child that hangs, exits, dies by a signal
+signals (``jobs.execution.finishing.record_held``). A child that hangs, exits, dies by a signal
 or grows too large is killed and replaced without the supervisor or the other children noticing
 more than the lost slot. Messages are JSON (no pickle); see ``jobs.worker.wire``.
 
@@ -35,7 +35,7 @@ from typing import Any
 
 from django.db import connections
 
-from jobs.execution import executor
+from jobs.execution import executor, finishing
 from jobs.worker.wire import Claimed, Slot, batch_message, task_from_values
 
 logger = logging.getLogger(__name__)
@@ -276,7 +276,7 @@ class _BatchRunner:
         held, self.held = self.held, []
         try:
             if held:  # recorded first: a success is reported once it is written
-                executor.record_held([(task, outcome) for _, task, outcome in held])
+                finishing.record_held([(task, outcome) for _, task, outcome in held])
                 results += [[index, outcome.kind, None, None] for index, _, outcome in held]
         finally:
             # Sent even if they could not be recorded (the database unreachable past its retry):
@@ -295,7 +295,7 @@ def _run_one(index: int, values: dict, retire=None, held=None) -> list | None:
 
     ``retire(reason)`` is called when this child should run no other task after it. Given a
     list ``held``, a success that a receiver waits for is added to it, ``(index, task,
-    outcome)``, for the caller to record with others (``executor.record_held``): None then.
+    outcome)``, for the caller to record with others (``finishing.record_held``): None then.
     """
     task = task_from_values(values)
     outcome = executor.run(task, defer_success=True, hold_success=held is not None)

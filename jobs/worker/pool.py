@@ -21,7 +21,7 @@ from jobs import transitions
 from jobs.conf import jobs_settings
 from jobs.db import first_line
 from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
-from jobs.execution import executor
+from jobs.execution import executor, finishing
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker.child import Child, StopReason, start_child
@@ -318,15 +318,19 @@ class ChildPool:
                 claimed.worker_id,
             ):
                 return False  # the child recorded its outcome before it went
-            if exc is None:
-                return transitions.cancel_running(current)
             try:
                 runnable = executor.resolve(current)
             except Exception:
                 runnable = None
-            outcome = executor.outcome_for_exception(current, exc, runnable)
-            outcome.duration = time.monotonic() - started
-            return executor.record(current, outcome)
+            if exc is None:
+                recorded = transitions.cancel_running(current)
+            else:
+                outcome = executor.outcome_for_exception(current, exc, runnable)
+                outcome.duration = time.monotonic() - started
+                recorded = executor.record(current, outcome)
+            if recorded:  # Django's task_finished, sent here in the supervisor
+                finishing.finished(current, runnable, exc)
+            return recorded
 
         try:
             self._retry(record, f"record_lost task_id={claimed.id}")

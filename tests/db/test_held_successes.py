@@ -1,4 +1,5 @@
-"""Successes a receiver waits for, held by the child and recorded together (executor.record_held).
+"""Successes a receiver waits for, held by the child and recorded together
+(jobs.execution.finishing.record_held).
 
 Django Tasks' ``task_finished`` (Django's own logging receiver at least) waits for every success
 of a task declared with Django's ``@task``: the child records those successes in one statement
@@ -14,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.backends import TaskResultStatus, task_finished, task_started
-from jobs.execution import executor
+from jobs.execution import finishing
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker import child
@@ -70,7 +71,7 @@ def test_successes_are_held_then_recorded_together_and_finished_once(finished):
     assert finished == []  # nothing is sent before the row is final
     assert set(Task.objects.values_list("status", flat=True)) == {Status.RUNNING}
     with CaptureQueriesContext(connection) as queries:
-        executor.record_held([(task, outcome) for _, task, outcome in held])
+        finishing.record_held([(task, outcome) for _, task, outcome in held])
     statements = [q["sql"].split(None, 1)[0].upper() for q in queries.captured_queries]
     writes = [word for word in statements if word not in ("SELECT", "SAVEPOINT", "RELEASE")]
     assert len(writes) == 1  # one statement for the three
@@ -87,7 +88,7 @@ def test_djangos_own_log_lines_are_written(caplog):
     _, held = run_held([task])
     started = [r.getMessage() for r in caplog.records if r.name == DJANGO_LOGGER]
     assert started == [f"Task id={task.pk} path={task.name} state={TaskResultStatus.RUNNING}"]
-    executor.record_held([(task, outcome) for _, task, outcome in held])
+    finishing.record_held([(task, outcome) for _, task, outcome in held])
     lines = [r.getMessage() for r in caplog.records if r.name == DJANGO_LOGGER]
     assert lines[1:] == [f"Task id={task.pk} path={task.name} state={TaskResultStatus.SUCCESSFUL}"]
 
@@ -111,7 +112,7 @@ def test_a_success_no_longer_this_workers_is_not_recorded_nor_finished(finished,
     task = running_multiply(2, 2)
     _, held = run_held([task])
     Task.objects.filter(pk=task.pk).update(worker_id="another-worker")  # rescued meanwhile
-    executor.record_held([(task, outcome) for _, task, outcome in held])
+    finishing.record_held([(task, outcome) for _, task, outcome in held])
     assert finished == []
     assert Task.objects.get(pk=task.pk).status == Status.RUNNING
     assert "transition refused" in caplog.text
@@ -126,7 +127,7 @@ def test_a_failing_receiver_spoils_neither_the_record_nor_the_others(finished, c
     task_finished.connect(broken)
     try:
         _, held = run_held(tasks)
-        executor.record_held([(task, outcome) for _, task, outcome in held])
+        finishing.record_held([(task, outcome) for _, task, outcome in held])
     finally:
         task_finished.disconnect(broken)
     assert [status for _, status, _, _ in finished] == [TaskResultStatus.SUCCESSFUL] * 2
@@ -148,7 +149,7 @@ def test_a_failure_is_recorded_at_once_and_never_held(finished):
 
 def test_held_nothing_writes_nothing(django_assert_num_queries):
     with django_assert_num_queries(0):
-        executor.record_held([])
+        finishing.record_held([])
 
 
 def test_a_jobs_task_whose_success_a_receiver_waits_for_is_held_too(
@@ -168,7 +169,7 @@ def test_a_jobs_task_whose_success_a_receiver_waits_for_is_held_too(
         with django_capture_on_commit_callbacks(execute=True):
             replies, held = run_held([task])
             assert received == []
-            executor.record_held([(task, outcome) for _, task, outcome in held])
+            finishing.record_held([(task, outcome) for _, task, outcome in held])
     finally:
         signals.task_succeeded.disconnect(handler)
     assert replies == [None]

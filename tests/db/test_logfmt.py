@@ -27,4 +27,5 @@ def test_lines_of_a_real_task_run_parse_back(caplog):
     assert {f["outcome"] for f in finished} == {"succeeded", "failed"}
     failed = next(f for f in finished if f["outcome"] == "failed")
     assert failed["error"] == "jobs.exceptions.PermanentError"
+    assert failed["message"] == "got image/png"  # the exception, quoted as one value
     assert failed["level"] == "error"

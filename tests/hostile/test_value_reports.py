@@ -65,7 +65,9 @@ def test_a_result_is_stored_identically_or_fails_its_task_plainly(value, batched
         assert read.status == Status.FAILED
         assert read.result is None
         assert read.last_error.startswith("the task's return value")
-        assert read.error_details[-1]["exception"] == "jobs.exceptions.PermanentError"
+        # What Django Tasks record (tests/db/test_django_contract.py), and permanent.
+        assert read.error_details[-1]["exception"] == "builtins.TypeError"
+        assert read.error_details[-1]["permanent"] is True
 
 
 @PROPERTY
