@@ -3,8 +3,8 @@
 It knows the children (which task each runs, since when, until when) and the claimed tasks
 waiting for one (``ready``). It never claims and never writes a success: a success a child
 reports goes to ``on_success`` (the completer, ``jobs.worker.completer``); a loss (a child that
-died or was killed while running a task) it records itself, and tasks it will not run it hands
-back.
+died or was killed while running a task) it records through ``jobs.worker.losses``, and tasks
+it will not run it hands back.
 """
 
 import contextlib
@@ -20,10 +20,8 @@ from django.db import DatabaseError
 from jobs import transitions
 from jobs.conf import jobs_settings
 from jobs.db import first_line
-from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
-from jobs.execution import executor, finishing
-from jobs.models import Task
-from jobs.states import Status
+from jobs.execution import executor
+from jobs.worker import losses
 from jobs.worker.child import Child, StopReason, start_child
 from jobs.worker.wire import Claimed
 
@@ -268,7 +266,8 @@ class ChildPool:
         )
         if running is not None and current is not None:
             timeout = child.timeouts[running[0]]
-            self._record_lost(current, self._lost_error(child, reason, timeout), running[1])
+            error = losses.lost_error(child, reason, timeout, self.max_memory_bytes)
+            losses.record_lost(current, error, running[1], self._retry)
             del child.batch[running[0]]
         # Not started, or finished with an outcome the child had not reported yet: run again.
         self.hand_back(list(child.batch.values()))
@@ -286,60 +285,6 @@ class ChildPool:
         with contextlib.suppress(EOFError, OSError, ValueError):
             while not child.conn.closed and child.conn.poll():
                 self._take_reply(child, json.loads(child.conn.recv_bytes()))
-
-    def _lost_error(self, child: Child, reason: str, timeout: float):
-        """The error to record for a task whose child was killed or died; None for a cancel."""
-        if reason == StopReason.CANCEL:
-            return None
-        if reason == StopReason.TIMEOUT:
-            return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
-        if reason == StopReason.LEASE:
-            return WorkerCrashed(
-                "The task was stopped: its worker could not reach the database to renew its lease.",
-                detail=f"child process {child.pid} killed, lease not renewed",
-            )
-        if reason == StopReason.MEMORY:
-            assert self.max_memory_bytes is not None, "killed for memory only under a limit"
-            return MemoryLimitExceeded(
-                "The task used more memory than this worker allows.",
-                detail=f"child rss above {self.max_memory_bytes // 2**20} MiB",
-            )
-        return WorkerCrashed(
-            "The task stopped unexpectedly.",
-            detail=f"child process {child.pid} exited with code {child.process.exitcode}",
-        )
-
-    def _record_lost(self, claimed: Claimed, exc, started: float):
-        def record():
-            current = Task.objects.get(pk=claimed.id)
-            if (current.status, current.attempts, current.worker_id) != (
-                Status.RUNNING,
-                claimed.attempts,
-                claimed.worker_id,
-            ):
-                return False  # the child recorded its outcome before it went
-            try:
-                runnable = executor.resolve(current)
-            except Exception:
-                runnable = None
-            if exc is None:
-                recorded = transitions.cancel_running(current)
-            else:
-                outcome = executor.outcome_for_exception(current, exc, runnable)
-                outcome.duration = time.monotonic() - started
-                recorded = executor.record(current, outcome)
-            if recorded:  # Django's task_finished, sent here in the supervisor
-                finishing.finished(current, runnable, exc)
-            return recorded
-
-        try:
-            self._retry(record, f"record_lost task_id={claimed.id}")
-        except DatabaseError as exc:
-            logger.warning(
-                # It runs again once its lease lapses.
-                "loss not recorded, database unreachable task_id=%s error=%r",
-                claimed.id, first_line(exc),
-            )  # fmt: skip
 
     def hand_back(self, claimed: list[Claimed]):
         """Release claimed tasks this worker will not run: claimable at once, attempt undone."""

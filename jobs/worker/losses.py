@@ -1,0 +1,78 @@
+"""What a task becomes when the child running it was lost: killed (timeout, memory, lease,
+cancel) or dead. The pool (``jobs.worker.pool``) notices the loss; this records it.
+"""
+
+import logging
+import time
+
+from django.db import DatabaseError
+
+from jobs import transitions
+from jobs.db import first_line
+from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
+from jobs.execution import executor, finishing
+from jobs.models import Task
+from jobs.states import Status
+from jobs.worker.child import Child, StopReason
+from jobs.worker.wire import Claimed
+
+logger = logging.getLogger(__name__)
+
+
+def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int | None):
+    """The error to record for a task whose child was killed or died; None for a cancel."""
+    if reason == StopReason.CANCEL:
+        return None
+    if reason == StopReason.TIMEOUT:
+        return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+    if reason == StopReason.LEASE:
+        return WorkerCrashed(
+            "The task was stopped: its worker could not reach the database to renew its lease.",
+            detail=f"child process {child.pid} killed, lease not renewed",
+        )
+    if reason == StopReason.MEMORY:
+        assert max_memory_bytes is not None, "killed for memory only under a limit"
+        return MemoryLimitExceeded(
+            "The task used more memory than this worker allows.",
+            detail=f"child rss above {max_memory_bytes // 2**20} MiB",
+        )
+    return WorkerCrashed(
+        "The task stopped unexpectedly.",
+        detail=f"child process {child.pid} exited with code {child.process.exitcode}",
+    )
+
+
+def record_lost(claimed: Claimed, exc, started: float, retry):
+    """Record the attempt of ``claimed`` as ended by ``exc`` (cancelled if None), unless its
+    child recorded an outcome before it went; through ``retry(operation, what)``."""
+
+    def record():
+        current = Task.objects.get(pk=claimed.id)
+        if (current.status, current.attempts, current.worker_id) != (
+            Status.RUNNING,
+            claimed.attempts,
+            claimed.worker_id,
+        ):
+            return False  # the child recorded its outcome before it went
+        try:
+            runnable = executor.resolve(current)
+        except Exception:
+            runnable = None
+        if exc is None:
+            recorded = transitions.cancel_running(current)
+        else:
+            outcome = executor.outcome_for_exception(current, exc, runnable)
+            outcome.duration = time.monotonic() - started
+            recorded = executor.record(current, outcome)
+        if recorded:  # Django's task_finished, sent here in the supervisor
+            finishing.finished(current, runnable, exc)
+        return recorded
+
+    try:
+        retry(record, f"record_lost task_id={claimed.id}")
+    except DatabaseError as exc:
+        logger.warning(
+            # It runs again once its lease lapses.
+            "loss not recorded, database unreachable task_id=%s error=%r",
+            claimed.id, first_line(exc),
+        )  # fmt: skip
