@@ -140,7 +140,8 @@ def _checked_success(result) -> Outcome:
         error.__cause__ = exc
         record = ErrorRecord.from_exception(error, str(exc), False)
         # Permanent, as the PermanentError recorded before: retrying it from the page cannot help.
-        return Outcome(FAILED, error=replace(record, permanent=True))
+        # The exception too, so that Django's task_finished is sent while it is being handled.
+        return Outcome(FAILED, error=replace(record, permanent=True), exception=error)
     return Outcome(SUCCEEDED, result=result)
 
 

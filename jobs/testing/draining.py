@@ -104,8 +104,12 @@ def drain(
     if isinstance(queues, str):
         queues = [queues]
     queues = sorted(set(queues)) if queues is not None else None
-    if queues == []:
-        raise ValueError("queues is empty: name at least one queue, or pass None for every queue.")
+    if queues == [] or (queues and "" in queues):
+        # No task has an empty queue name (enqueue refuses it): this would run nothing, silently.
+        raise ValueError(
+            f"queues {queues!r} names no queue: name at least one queue, or pass None for every "
+            "queue."
+        )
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"max_rounds must be a whole number of at least 1, not {max_rounds!r}.")
     drained = Drained()

@@ -162,11 +162,16 @@ def test_complex_exception():
     assert 'ValueError(ValueError("This task failed"))' in result.errors[0].traceback
 
 
-def test_complex_return_value(finished_results):
+def test_complex_return_value(finished_results, caplog):
     """test_immediate_backend.test_complex_return_value: a return value that is not JSON fails
-    the task with a TypeError, at once (another attempt would return the same)."""
+    the task with a TypeError, at once (another attempt would return the same); Django's failed
+    line carries that TypeError, as for an exception the task raised."""
     result = test_tasks.complex_return_value.enqueue()
-    run_next()
+    with caplog.at_level(logging.ERROR):
+        run_next()
+    (django_line,) = [r for r in caplog.records if r.name == DJANGO_TASKS_LOGGER]
+    assert django_line.exc_info
+    assert django_line.exc_info[0] is TypeError
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.attempts == 1

@@ -93,10 +93,11 @@ def test_drain_takes_only_the_queues_asked_for():
     assert drain(["default", "nowhere"]).succeeded == 1
 
 
-def test_an_empty_list_of_queues_is_refused_rather_than_read_as_every_queue():
+@pytest.mark.parametrize("queues", [[], "", [""], ["default", ""]])
+def test_an_empty_list_of_queues_or_an_empty_name_is_refused_rather_than_running_nothing(queues):
     tasks.add.enqueue(1, 1)
-    with pytest.raises(ValueError, match="queues is empty"):
-        drain([])
+    with pytest.raises(ValueError, match="names no queue"):
+        drain(queues)
     assert_enqueued(tasks.add, status=Status.PENDING, count=1)
 
 
