@@ -24,7 +24,7 @@ def _backends():
 
     django.tasks (on Django 5.2, the django_tasks backport) is an optional dependency.
     """
-    try:
+    try:  # optional: needs django.tasks or the backport
         from jobs import backends
     except ImportError:
         return None
