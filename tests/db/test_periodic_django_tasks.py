@@ -75,6 +75,9 @@ def test_register_a_django_task_enqueues_it_once_per_slot_through_its_backend(
     assert (task.queue, task.priority, task.args) == ("default", 7, [20, 22])  # the task's own
     assert task.summary.startswith("Periodic total at ")
     assert [str(r.id) for r in enqueued_results] == [str(task.pk)]  # Django's signal, once
+    again = periodic.enqueue_slot(periodic.declared()["total"], result.slot)  # a late worker
+    assert (again.created, again.task_id) == (False, task.pk)
+    assert len(enqueued_results) == 1  # no signal for the slot enqueued already
     assert run_next().result == 42
     row = Schedule.objects.get(pk="total")
     assert (row.task, row.last_task_id) == ("tests.testapp.django_tasks.nightly_total", task.pk)
@@ -134,6 +137,13 @@ def test_a_django_task_of_another_backend_in_settings_fails_the_system_check(set
     assert error.id == "jobs.E202"
     assert "JOBS_SCHEDULES['m']" in error.msg
     assert "DummyBackend" in error.msg
+
+
+@pytest.mark.parametrize("not_a_task", [django_tasks.multiply.func, 42, None])
+def test_what_is_not_a_task_is_refused_when_declared(not_a_task):
+    with pytest.raises(ImproperlyConfigured, match="is not a task"):
+        periodic.register("x", not_a_task, every=60)
+    assert periodic.declared() == {}
 
 
 def test_options_the_backend_refuses_are_refused_when_declared(settings):
