@@ -86,6 +86,12 @@ class DatabaseBackend(BaseTaskBackend):
             )
 
     def enqueue(self, task, args, kwargs):
+        return self.store(task, args, kwargs)[1]
+
+    def store(self, task, args, kwargs, **fields) -> "tuple[Task, TaskResult]":
+        """Enqueue ``task``; return its row and result. ``fields``: ``summary``, and an
+        ``idempotency_key`` (an existing task of the same key is returned, and no signal sent).
+        """
         from jobs.tasks.registry import create_task  # app registry: see the imports above
 
         self.validate_task(task)
@@ -99,10 +105,12 @@ class DatabaseBackend(BaseTaskBackend):
             payload_text=payload_text,
             max_attempts=self.max_attempts,
             **({"run_after": task.run_after} if task.run_after else {}),
+            **fields,
         )
         result = to_task_result(row, task)
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        if row.created:
+            task_enqueued.send(type(self), task_result=result)
+        return row, result
 
     def get_result(self, result_id):
         from jobs.models import Task  # app registry: see the imports above

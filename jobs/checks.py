@@ -19,6 +19,7 @@ from jobs import limits, sql
 from jobs.conf import DEFAULTS, jobs_settings
 from jobs.maintenance.periodic import from_settings
 from jobs.maintenance.pruning import retention
+from jobs.maintenance.schedulable import check_declared
 from jobs.sql.sqlite import has_json as sqlite_has_json
 from jobs.tasks.payload import queue_name_problem
 from jobs.tasks.registry import INT_RANGES
@@ -303,9 +304,22 @@ def check_prune_settings(app_configs, **kwargs):
 def check_schedules(app_configs, **kwargs):
     """Report invalid ``JOBS_SCHEDULES`` entries at startup rather than in a worker's log."""
     try:
-        from_settings()
+        schedules = from_settings()
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), id="jobs.E201")]
     except Exception as exc:  # a value of a kind no rule foresaw: reported, never a crash
         return [checks.Error(f"JOBS_SCHEDULES is not valid: {exc!r}", id="jobs.E201")]
-    return []
+    errors = []
+    for name, spec in schedules.items():
+        try:  # a Django task: a jobs backend must store it (the slot's uniqueness is jobs')
+            check_declared(spec.task, queue=spec.queue, priority=spec.priority)
+        except ImproperlyConfigured as exc:
+            errors.append(checks.Error(f"JOBS_SCHEDULES[{name!r}]: {exc}", id="jobs.E202"))
+        except Exception as exc:  # its module raised on import: reported, never a crash
+            errors.append(
+                checks.Error(
+                    f"JOBS_SCHEDULES[{name!r}]: importing {spec.task!r} raised {exc!r}.",
+                    id="jobs.E202",
+                )
+            )
+    return errors

@@ -6,21 +6,35 @@ one (``enabled``) and delete rows of schedules no longer declared, and change no
 
 from django.apps import apps
 from django.contrib import admin
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from jobs.admin.inputs import HostileInputAdmin
+from jobs.exceptions import UnknownTaskError
+from jobs.maintenance import schedulable
 from jobs.models import Schedule
+from jobs.tasks.registry import TaskDefinition
 
 
 class ScheduleAdmin(HostileInputAdmin, admin.ModelAdmin):
-    list_display = ["name", "task", "every", "time_zone", "enabled", "last_run_at", "next_run_at"]
+    list_display = [
+        "name",
+        "task",
+        "runs",
+        "every",
+        "time_zone",
+        "enabled",
+        "last_run_at",
+        "next_run_at",
+    ]
     list_filter = ["enabled"]
     list_editable = ["enabled"]
     search_fields = ["name", "task"]
     readonly_fields = [
         "name",
         "task",
+        "runs",
         "cron",
         "interval_seconds",
         "time_zone",
@@ -38,6 +52,19 @@ class ScheduleAdmin(HostileInputAdmin, admin.ModelAdmin):
     @admin.display(description="Every")
     def every(self, obj):
         return obj.every
+
+    @admin.display(description="Runs")
+    def runs(self, obj):
+        """Say what the task is: jobs' or Django's (and its backend), or why it cannot run."""
+        try:
+            task = schedulable.resolve(obj.task)
+        except UnknownTaskError:
+            return "not found: removed or renamed?"
+        except ImproperlyConfigured:
+            return "refused: not stored by a jobs backend"
+        if isinstance(task, TaskDefinition):
+            return "@jobs.task"
+        return f"Django @task, backend {task.backend}"
 
     @admin.display(description="Last task")
     def last_task(self, obj):

@@ -8,6 +8,8 @@ day runs once when workers return, not once per missed slot.
 
 The enqueue carries the idempotency key ``periodic:<schedule>:<slot>``: the task table's unique
 constraint on (name, key) makes exactly one task per slot however many workers race for it.
+A schedule runs a ``@jobs.task`` or a Django ``@task`` stored by a jobs backend (what each is,
+and how a Django task is enqueued: ``jobs.maintenance.schedulable``).
 """
 
 import logging
@@ -25,8 +27,9 @@ from django.utils import timezone
 from jobs import limits
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError, UnknownTaskError
+from jobs.maintenance import schedulable
 from jobs.models import Schedule
-from jobs.tasks.registry import check_fields, enqueue
+from jobs.tasks.registry import TaskDefinition, check_fields, enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -103,16 +106,24 @@ class PeriodicTask:
 
 
 def register(name, task, *, cron="", every=None, args=(), kwargs=None, **options) -> PeriodicTask:
-    """Declare a schedule in code; ``task`` is a registered task or its name.
+    """Declare a schedule in code; ``task`` is a ``@jobs.task``, a Django ``@task`` or a name.
 
-    ``every`` is seconds or a timedelta. Call at import time of a module the worker imports
-    (a ``tasks.py`` is found on its own).
+    A Django task must be stored by a ``jobs.backends.DatabaseBackend``: another backend's is
+    refused here (ImproperlyConfigured). ``every`` is seconds or a timedelta. Call at import
+    time of a module the worker imports (a ``tasks.py`` is found on its own).
     """
     if isinstance(every, timedelta):
         every = every.total_seconds()
+    task_name = schedulable.name_of(task)  # refuses a Django task that no jobs backend stores
+    if not isinstance(task, str | TaskDefinition):
+        # A Django task's own queue and priority (``task.using(...)``'s too, which the task
+        # found again by name would not have), unless the schedule sets them; checked now.
+        options.setdefault("queue", task.queue_name)
+        options.setdefault("priority", task.priority)
+        schedulable.bound(task, queue=options["queue"], priority=options["priority"])
     periodic = PeriodicTask(
         name=name,
-        task=getattr(task, "name", task),
+        task=task_name,
         cron=cron,
         every=every,
         args=tuple(args),
@@ -124,11 +135,11 @@ def register(name, task, *, cron="", every=None, args=(), kwargs=None, **options
 
 
 def periodic(*, cron="", every=None, name=None, args=(), kwargs=None, **options):
-    """Decorate a registered task (put it above ``@task``) to run it on a schedule."""
+    """Decorate a task (put it above ``@task``, jobs' or Django's) to run it on a schedule."""
 
     def decorate(definition):
         register(
-            name or definition.name,
+            name or schedulable.name_of(definition),
             definition,
             cron=cron,
             every=every,
@@ -215,6 +226,8 @@ def run_due(*, now=None) -> list:
             results.append(enqueue_slot(spec, slot, now=now))
         except UnknownTaskError:
             logger.error("schedule task unknown schedule=%s task=%s", spec.name, spec.task)
+        except ImproperlyConfigured as exc:  # a Django task no jobs backend stores (any more)
+            logger.error("schedule task refused schedule=%s error=%s", spec.name, exc)
         except PayloadError as exc:
             # One schedule's bad arguments must not hold back the others.
             logger.error("schedule arguments refused schedule=%s error=%s", spec.name, exc)
@@ -224,15 +237,30 @@ def run_due(*, now=None) -> list:
 def enqueue_slot(spec: PeriodicTask, slot: datetime, *, now=None) -> SlotResult:
     """Enqueue ``spec`` for ``slot`` (at most once, whoever calls) and record it on its row."""
     now = now or timezone.now()
-    task = enqueue(
-        spec.task,
-        spec.args,
-        spec.kwargs,
-        queue=spec.queue,
-        priority=spec.priority,
-        summary=f"Periodic {spec.name} at {slot.isoformat()}",
-        idempotency_key=spec.idempotency_key(slot),
-    )
+    definition = schedulable.resolve(spec.task)
+    summary = f"Periodic {spec.name} at {slot.isoformat()}"
+    key = spec.idempotency_key(slot)
+    # queue and priority None: the task's own.
+    if isinstance(definition, TaskDefinition):
+        task = enqueue(
+            definition,
+            spec.args,
+            spec.kwargs,
+            queue=spec.queue,
+            priority=spec.priority,
+            summary=summary,
+            idempotency_key=key,
+        )
+    else:  # a Django task, through its jobs backend
+        task = schedulable.enqueue_django(
+            definition,
+            spec.args,
+            spec.kwargs,
+            queue=spec.queue,
+            priority=spec.priority,
+            summary=summary,
+            idempotency_key=key,
+        )
     # Only ever moves forward: a worker with a slow clock cannot set an older slot back.
     behind = Q(last_run_at__lt=slot) | Q(last_run_at__isnull=True)
     Schedule.objects.filter(behind, pk=spec.name).update(

@@ -37,12 +37,14 @@ def race(call):
     return results, errors
 
 
-@pytest.fixture
-def every_five(settings):
+# A @jobs.task, and a Django @task enqueued through its jobs backend: the same guarantee.
+@pytest.fixture(params=["tests.testapp.tasks.add", "tests.testapp.django_tasks.nightly_total"])
+def every_five(settings, request):
     settings.JOBS_SCHEDULES = {
-        "sum": {"task": "tests.testapp.tasks.add", "cron": "*/5 * * * *", "args": [1, 2]}
+        "sum": {"task": request.param, "cron": "*/5 * * * *", "args": [1, 2]}
     }
     periodic.run_due(now=T0)  # the row exists, as it would after the first round
+    return request.param
 
 
 def test_workers_running_their_rounds_at_once_enqueue_one_task_per_slot(every_five):
@@ -52,7 +54,7 @@ def test_workers_running_their_rounds_at_once_enqueue_one_task_per_slot(every_fi
         )
         assert errors == []
         assert sum(r.created for batch in results for r in batch) == 1
-    assert Task.objects.filter(name="tests.testapp.tasks.add").count() == 2
+    assert Task.objects.filter(name=every_five).count() == 2
 
 
 def test_the_unique_key_alone_decides_when_every_worker_tries_the_same_slot(every_five):

@@ -13,7 +13,16 @@ WORKERS = 4
 
 
 @pytest.mark.process
-def test_several_worker_processes_started_together_enqueue_the_slot_once(worker_env, tmp_path):
+@pytest.mark.parametrize(
+    ("task", "result"),
+    [
+        ("tests.testapp.tasks.add", 3),
+        ("tests.testapp.django_tasks.nightly_total", 3),  # a Django @task, run by jobs
+    ],
+)
+def test_several_worker_processes_started_together_enqueue_the_slot_once(
+    worker_env, tmp_path, task, result
+):
     """Four real ``runworker --burst`` processes, each running a maintenance round at start."""
     import subprocess
     import sys
@@ -25,14 +34,13 @@ def test_several_worker_processes_started_together_enqueue_the_slot_once(worker_
 
     (tmp_path / "periodic_settings.py").write_text(
         "from tests.settings import *  # noqa: F403\n"
-        "JOBS_SCHEDULES = {'hourly': {'task': 'tests.testapp.tasks.add', 'every': 3600,"
-        " 'args': [1, 2]}}\n"
+        f"JOBS_SCHEDULES = {{'hourly': {{'task': {task!r}, 'every': 3600, 'args': [1, 2]}}}}\n"
     )
     # The schedule has existed for a day and last ran long ago: its latest slot is due.
     day_ago = timezone.now() - timedelta(days=1)
     Schedule.objects.create(
         name="hourly",
-        task="tests.testapp.tasks.add",
+        task=task,
         interval_seconds=3600,
         created_at=day_ago,
         last_run_at=day_ago,
@@ -57,5 +65,6 @@ def test_several_worker_processes_started_together_enqueue_the_slot_once(worker_
     assert [worker.returncode for worker in workers] == [0] * WORKERS, outputs
     scheduled = Task.objects.filter(idempotency_key__startswith="periodic:hourly:")
     assert scheduled.count() == 1
-    assert scheduled.get().status == "succeeded"
+    assert (scheduled.get().status, scheduled.get().result) == ("succeeded", result)
+    assert scheduled.get().backend == ("default" if "django_tasks" in task else "")
     assert sum(err.count("periodic task enqueued") for _, err in outputs) == 1

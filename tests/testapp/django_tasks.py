@@ -89,3 +89,9 @@ def hang():
 def unavailable():
     """Fail with an error jobs retries (a Django task has no retry policy of its own)."""
     raise ConnectionError("the service is unavailable")
+
+
+# For tests/db/test_periodic_django_tasks.py: a schedule enqueues it with its own priority.
+@task(priority=7)
+def nightly_total(*numbers):
+    return sum(numbers)
