@@ -65,6 +65,13 @@ def test_progress_reaches_the_record_and_the_status_view():
     assert result.status == TaskResultStatus.SUCCESSFUL
 
 
+def test_an_async_task_reports_through_sync_to_async():
+    django_tasks.import_rows_async.enqueue(3)
+    row = run_next()
+    assert (row.status, row.result) == (Status.SUCCEEDED, 1)
+    assert (row.progress_current, row.progress_message) == (3, "Imported 3 of 3 rows")
+
+
 def test_steps_are_recorded_and_a_retry_skips_them_counting_its_attempt():
     result = django_tasks.in_two_steps.enqueue("django-resume", fail_times=1)
     row = run_next()

@@ -38,6 +38,16 @@ def import_rows(context, total):
 
 
 @task(takes_context=True)
+async def import_rows_async(context, total):
+    """import_rows as an ``async def`` task: the context's methods through sync_to_async."""
+    from asgiref.sync import sync_to_async
+
+    for row in range(1, total + 1):
+        await sync_to_async(context.progress)(row, total, f"Imported {row} of {total} rows")
+    return context.attempt
+
+
+@task(takes_context=True)
 def in_two_steps(context, key, fail_times=0, cancel_after_first=False):
     """Two recorded steps; the second fails transiently its first ``fail_times`` times."""
     from jobs import transitions
