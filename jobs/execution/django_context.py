@@ -32,8 +32,8 @@ class DjangoTaskContext(BaseDjangoTaskContext, TaskContext):
 
     def __setattr__(self, name, value):
         # A frozen dataclass refuses its fields and lets a subclass set other attributes, but
-        # with slots=True (Django's, on Python 3.11) its __setattr__ calls super() with the class
-        # it replaced, and raises TypeError for anything.
+        # with slots=True (Django's) its __setattr__ calls super() with the class it replaced,
+        # and raises TypeError for anything (Python 3.11 to 3.13 at least).
         if name in BaseDjangoTaskContext.__dataclass_fields__:
             raise FrozenInstanceError(f"cannot assign to field {name!r}")
         object.__setattr__(self, name, value)

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 import jobs
+from jobs import transitions
 from jobs.backends import TaskContext as DjangoTaskContextBase
 from jobs.backends import TaskResultStatus, task_backends
 from jobs.exceptions import PayloadError, TaskCancelled
@@ -86,6 +87,17 @@ def test_steps_are_recorded_and_a_retry_skips_them_counting_its_attempt():
     assert SideEffect.objects.filter(key="django-resume:first").count() == 1
     result.refresh()
     assert (result.status, result.attempts) == (TaskResultStatus.SUCCESSFUL, 2)
+
+
+def test_the_attempt_is_jobs_count_also_where_task_result_counts_fewer():
+    """A cancelled attempt leaves no error record: Django's count, from them, misses it."""
+    result = django_tasks.import_rows.enqueue(1)
+    run_next()
+    Task.objects.filter(pk=result.id).update(status=Status.CANCELLED)
+    assert transitions.requeue(Task.objects.get(pk=result.id))
+    row = run_next()
+    assert row.result == {"attempt": 2, "attempts": 1}
+    assert row.attempts == 2
 
 
 def test_a_cancel_requested_while_it_runs_stops_it_at_its_next_checkpoint():
