@@ -195,9 +195,8 @@ def runnable_for(row: "Task") -> Runnable:
 
 
 def _runnable_of(task: DjangoTask, backend: str) -> Runnable:
-    # App registry: see the imports above.
-    from jobs.execution.django_context import DjangoTaskContext
-    from jobs.tasks.registry import default_backoff
+    from jobs.execution.django_context import DjangoTaskContext  # app registry: see above
+    from jobs.tasks.registry import default_backoff  # app registry: see the imports above
 
     try:
         signal_sender = type(task_backends[backend])
