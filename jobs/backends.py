@@ -7,7 +7,7 @@ Works with ``django.tasks`` (Django 6) and with the ``django_tasks`` backport (D
 ``OPTIONS`` may set ``MAX_ATTEMPTS`` (default ``JOBS_DEFAULT_MAX_ATTEMPTS``).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.apps import apps
 from django.core import checks
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 # reporting it.
 
 try:  # Django >= 6.0
-    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django.tasks import TaskContext as TaskContext  # for jobs.execution.django_context
+    from django.tasks import TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task as DjangoTask
     from django.tasks.base import TaskError
@@ -38,7 +39,8 @@ try:  # Django >= 6.0
 except ImportError:  # Django 5.2 with the django-tasks backport
     # The backport's classes stand in for django.tasks' on Django 5.2; the stubs know only the
     # latter, hence the ignores (assignment: another class under the same name).
-    from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends  # type: ignore[assignment]
+    from django_tasks import TaskContext as TaskContext  # type: ignore[assignment]
+    from django_tasks import TaskResult, TaskResultStatus, task_backends  # type: ignore[assignment]
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
     from django_tasks.base import Task as DjangoTask  # type: ignore[assignment]
     from django_tasks.base import TaskError  # type: ignore[assignment]
@@ -201,6 +203,7 @@ def runnable_for(row: "Task") -> Runnable:
 
 
 def _runnable_of(task: DjangoTask, backend: str) -> Runnable:
+    from jobs.execution.django_context import DjangoTaskContext  # app registry: see above
     from jobs.tasks.registry import default_backoff  # app registry: see the imports above
 
     try:
@@ -218,7 +221,7 @@ def _runnable_of(task: DjangoTask, backend: str) -> Runnable:
 
     def call(row):
         if task.takes_context:
-            context: TaskContext[..., Any] = TaskContext(task_result=result_of(row))
+            context = DjangoTaskContext(result_of(row), row)
             return task.call(context, *row.args, **row.kwargs)
         return task.call(*row.args, **row.kwargs)
 

@@ -24,8 +24,8 @@ STEP_NAME_LENGTH = cast(int, TaskStep._meta.get_field("name").max_length)  # a C
 
 def _progress_counts(current, total) -> tuple[int, int | None]:
     """``current`` and ``total`` as whole counts the column holds, their ratio kept."""
-    for value in (current, total):
-        if value is not None and (
+    for value in (current,) if total is None else (current, total):  # a None current too
+        if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
             or (isinstance(value, float) and not math.isfinite(value))

@@ -1,5 +1,7 @@
 """Functions decorated with Django's own task decorator, stored and run by jobs."""
 
+import time
+
 try:
     from django.tasks import task
 except ImportError:
@@ -14,6 +16,68 @@ def multiply(a, b):
 @task(takes_context=True)
 def which_attempt(context):
     return context.attempt
+
+
+# The context (jobs.execution.django_context) --------------------------------------------------
+
+# The contexts keep_context received, for the test to inspect (tasks run in its process there).
+kept_contexts: list = []
+
+
+@task(takes_context=True)
+def keep_context(context, *args, **kwargs):
+    kept_contexts.append(context)
+
+
+@task(takes_context=True)
+def import_rows(context, total):
+    """Report progress row by row; return what the context says of the attempt."""
+    for row in range(1, total + 1):
+        context.progress(row, total, f"Imported {row} of {total} rows")
+    return {"attempt": context.attempt, "attempts": context.task_result.attempts}
+
+
+@task(takes_context=True)
+async def import_rows_async(context, total):
+    """import_rows as an ``async def`` task: the context's methods through sync_to_async."""
+    from asgiref.sync import sync_to_async
+
+    for row in range(1, total + 1):
+        await sync_to_async(context.progress)(row, total, f"Imported {row} of {total} rows")
+    return context.attempt
+
+
+@task(takes_context=True)
+def in_two_steps(context, key, fail_times=0, cancel_after_first=False):
+    """Two recorded steps; the second fails transiently its first ``fail_times`` times."""
+    from jobs import transitions
+    from jobs.models import Task
+    from tests.testapp.models import SideEffect
+
+    def first():
+        SideEffect.objects.create(key=f"{key}:first")
+        return {"value": 21}
+
+    def second(value):
+        SideEffect.objects.create(key=f"{key}:second")
+        if SideEffect.objects.filter(key=f"{key}:second").count() <= fail_times:
+            raise ConnectionResetError("the service hung up")
+        return value * 2
+
+    value = context.step("first", first)["value"]
+    if cancel_after_first:  # what the status view's and the admin's Cancel call
+        transitions.cancel(Task.objects.get(pk=context.task.pk))
+    return {"result": context.step("second", second, value), "attempt": context.attempt}
+
+
+@task(takes_context=True)
+def import_until_cancelled(context, total):
+    """Report a third of the work, then wait at cancellation checkpoints (a minute at most)."""
+    done = total // 3
+    context.progress(done, total, f"Imported {done} of {total} rows")
+    for _ in range(1200):
+        context.check_cancelled()
+        time.sleep(0.05)
 
 
 @task()
