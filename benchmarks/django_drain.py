@@ -6,11 +6,13 @@
 Drains ``--tasks`` queued no-op tasks with one ``runworker --burst`` (``--concurrency``
 children), once per kind in each run, the kinds interleaved so that both see the same machine;
 ``--runs`` runs, medians and min..max. Django's own signal receivers stay connected (its log
-lines are written at ``--log-level``), as in a project.
+lines are written at ``--log-level``), as in a project. Also the CPU time the worker (supervisor
+and children) used per task: steadier than the rate on a shared machine.
 """
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 from pathlib import Path
@@ -24,11 +26,25 @@ from benchmarks.workers import Report, drain, setup_django, vendor  # noqa: E402
 def enqueue_django(count: int):
     """Queue ``count`` calls of ``benchmarks.tasks.django_noop`` in bulk (Django has no bulk
     enqueue): the rows of the jobs no-op, renamed to the Django task, as its backend stores them."""
+    from django.db.models import F
+
     from benchmarks import tasks
     from jobs.models import Task
 
     tasks.noop.enqueue_many([(n,) for n in range(count)])
-    Task.objects.update(name=tasks.django_noop.module_path, backend="default")
+    # Due at their creation, as the backend stores a task that is not deferred
+    # (jobs.tasks.registry.create_task); enqueue_many's run_after is a later now(), which made
+    # every row look deferred to Django's API, its TaskResult built without the worker's cache.
+    Task.objects.update(
+        name=tasks.django_noop.module_path, backend="default", run_after=F("created_at")
+    )
+
+
+def children_cpu_seconds() -> float:
+    """User and system CPU time of the ended processes this one started, and theirs (the
+    worker's children are waited for by it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -45,13 +61,16 @@ def main():
     print(f"{vendor()}, {os.cpu_count()} cpus, {args.runs} runs, log level {args.log_level}\n")
     kinds = {"@jobs.task": "noop", "Django's @task": "django_noop"}
     rates: dict[str, list[float]] = {kind: [] for kind in kinds}
+    cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     for _ in range(args.runs):
         for kind, task in kinds.items():
+            before = children_cpu_seconds()
             result = drain(
                 args.tasks, 1, args.concurrency, args.log_level, task=task,
                 enqueue=enqueue_django if task == "django_noop" else None,
             )  # fmt: skip
             rates[kind].append(result["rate"])
+            cpu[kind].append((children_cpu_seconds() - before) / args.tasks * 1e6)
     report = Report()
     for kind, values in rates.items():
         report.add(
@@ -59,6 +78,8 @@ def main():
             values,
             "tasks/s",
         )
+    for kind, values in cpu.items():
+        report.add(f"worker CPU per task, {kind}", values, "µs")
     ratios = [d / j for d, j in zip(rates["Django's @task"], rates["@jobs.task"], strict=True)]
     report.add("Django's @task / @jobs.task, run by run", ratios, "", "≥ 0.90", "{:.2f}")
     print(f"\nmedian ratio {statistics.median(ratios):.2f}")

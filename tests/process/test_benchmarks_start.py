@@ -4,6 +4,7 @@ Their figures are read by people, never checked here (the machines are shared an
 is checked is that a change to the package or the demo did not leave a benchmark unable to start.
 """
 
+import sqlite3
 import subprocess
 import sys
 
@@ -26,3 +27,23 @@ def test_worker_benchmark_runs_at_a_tiny_size(tmp_path, worker_env):
     assert done.returncode == 0, done.stderr[-3000:]
     for measurement in ("enqueue in bulk", "drain 200 no-op tasks", "pickup latency p50"):
         assert measurement in done.stdout, done.stdout
+
+
+def test_django_drain_benchmark_runs_and_stores_rows_as_the_backend_does(tmp_path, worker_env):
+    env = {key: value for key, value in worker_env.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.pop("SECRET_KEY", None)
+    database = tmp_path / "d.sqlite3"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/django_drain.py", "--database", f"sqlite:///{database}",
+         "--runs", "1", "--tasks", "30", "--concurrency", "2"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for measurement in ("Django's @task, 1 worker x 2", "worker CPU per task, Django's @task"):
+        assert measurement in done.stdout, done.stdout
+    # The last kind drained is Django's: its rows are due at their creation, as
+    # jobs.backends.DatabaseBackend stores a task that is not deferred (not as deferred ones).
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT name, run_after = created_at, status FROM jobs_task").fetchall()
+    assert len(rows) == 30
+    assert set(rows) == {("benchmarks.tasks.django_noop", 1, "succeeded")}
