@@ -7,6 +7,7 @@ from jobs.db import retry_on_database_error
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.worker import claiming
+from jobs.worker.pool import ChildPool
 from jobs.worker.wire import Claimed, encode_task
 from tests.factories import UserFactory
 
@@ -53,3 +54,16 @@ def staff(*codenames, username="staff"):
         Permission.objects.filter(content_type__app_label="jobs", codename__in=codenames)
     )
     return user
+
+
+def pool_retry(operation, what, **options):
+    """The retry a worker gives its pool, for a pool built alone in a test."""
+    return retry_on_database_error(operation, what=what, model=Task, **options)
+
+
+def new_pool(successes, *, stopping=False, concurrency=1, max_memory_bytes=None):
+    """A pool of children built alone; reported successes are appended to ``successes``."""
+    return ChildPool(
+        concurrency, max_tasks=None, max_memory_bytes=max_memory_bytes, retry=pool_retry,
+        on_success=successes.append, stopping=lambda: stopping, before_fork=lambda: [],
+    )  # fmt: skip

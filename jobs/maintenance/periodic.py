@@ -240,27 +240,17 @@ def enqueue_slot(spec: PeriodicTask, slot: datetime, *, now=None) -> SlotResult:
     definition = schedulable.resolve(spec.task)
     summary = f"Periodic {spec.name} at {slot.isoformat()}"
     key = spec.idempotency_key(slot)
-    # queue and priority None: the task's own.
-    if isinstance(definition, TaskDefinition):
-        task = enqueue(
-            definition,
-            spec.args,
-            spec.kwargs,
-            queue=spec.queue,
-            priority=spec.priority,
-            summary=summary,
-            idempotency_key=key,
-        )
-    else:  # a Django task, through its jobs backend
-        task = schedulable.enqueue_django(
-            definition,
-            spec.args,
-            spec.kwargs,
-            queue=spec.queue,
-            priority=spec.priority,
-            summary=summary,
-            idempotency_key=key,
-        )
+    # A Django task goes through its jobs backend; queue and priority None: the task's own.
+    enqueue_one = enqueue if isinstance(definition, TaskDefinition) else schedulable.enqueue_django
+    task = enqueue_one(
+        definition,
+        spec.args,
+        spec.kwargs,
+        queue=spec.queue,
+        priority=spec.priority,
+        summary=summary,
+        idempotency_key=key,
+    )
     # Only ever moves forward: a worker with a slow clock cannot set an older slot back.
     behind = Q(last_run_at__lt=slot) | Q(last_run_at__isnull=True)
     Schedule.objects.filter(behind, pk=spec.name).update(

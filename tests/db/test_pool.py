@@ -8,28 +8,14 @@ from multiprocessing import Pipe
 
 import pytest
 
-from jobs.db import retry_on_database_error
-from jobs.models import Task
 from jobs.states import Status
 from jobs.worker.child import Child
-from jobs.worker.pool import ChildPool
 from jobs.worker.wire import Slot
 from tests import helpers
 from tests.factories import TaskFactory
-from tests.helpers import claimed_from_task
+from tests.helpers import claimed_from_task, new_pool
 
 WORKER_ID = "host:1:pool"
-
-
-def retry(operation, what, **options):
-    return retry_on_database_error(operation, what=what, model=Task, **options)
-
-
-def new_pool(successes, *, stopping=False, concurrency=1) -> ChildPool:
-    return ChildPool(
-        concurrency, max_tasks=None, max_memory_bytes=None, retry=retry,
-        on_success=successes.append, stopping=lambda: stopping, before_fork=lambda: [],
-    )  # fmt: skip
 
 
 class ExitedProcess:

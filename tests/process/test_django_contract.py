@@ -12,20 +12,15 @@ import time
 import pytest
 
 from jobs.backends import TaskResultStatus, task_finished
-from jobs.db import retry_on_database_error
 from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
 from jobs.models import Task
 from jobs.worker.pool import ChildPool
-from tests.helpers import claim_for_dispatch
+from tests.helpers import claim_for_dispatch, new_pool
 from tests.testapp import django_tasks
 
 WORKER_ID = "host:1:contract"
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def retry(operation, what, **options):
-    return retry_on_database_error(operation, what=what, model=Task, **options)
 
 
 @pytest.fixture
@@ -45,10 +40,7 @@ def pool_of(no_success_receivers):
     pools = []
 
     def make(*, max_memory_bytes=None) -> ChildPool:
-        pool = ChildPool(
-            1, max_tasks=None, max_memory_bytes=max_memory_bytes, retry=retry,
-            on_success=lambda success: None, stopping=lambda: False, before_fork=lambda: [],
-        )  # fmt: skip
+        pool = new_pool([], max_memory_bytes=max_memory_bytes)
         pool.start()
         pools.append(pool)
         return pool

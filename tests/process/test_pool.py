@@ -5,25 +5,11 @@ import time
 
 import pytest
 
-from jobs.db import retry_on_database_error
-from jobs.models import Task
 from jobs.states import Status
-from jobs.worker.pool import ChildPool
-from tests.helpers import claim_for_dispatch
+from tests.helpers import claim_for_dispatch, new_pool
 from tests.testapp.tasks import add, die_by_signal, hang
 
 WORKER_ID = "host:1:pool"
-
-
-def retry(operation, what, **options):
-    return retry_on_database_error(operation, what=what, model=Task, **options)
-
-
-def new_pool(successes, *, stopping=False, concurrency=1) -> ChildPool:
-    return ChildPool(
-        concurrency, max_tasks=None, max_memory_bytes=None, retry=retry,
-        on_success=successes.append, stopping=lambda: stopping, before_fork=lambda: [],
-    )  # fmt: skip
 
 
 @pytest.fixture
