@@ -33,7 +33,7 @@ def enqueue_django(count: int):
 
     tasks.noop.enqueue_many([(n,) for n in range(count)])
     # Due at their creation, as the backend stores a task that is not deferred
-    # (jobs.tasks.registry.create_task); enqueue_many's run_after is a later now(), which made
+    # (jobs.tasks.enqueueing.create_task); enqueue_many's run_after is a later now(), which made
     # every row look deferred to Django's API, its TaskResult built without the worker's cache.
     Task.objects.update(
         name=tasks.django_noop.module_path, backend="default", run_after=F("created_at")

@@ -27,7 +27,7 @@ from benchmarks.workers import setup_django  # noqa: E402
 def run(steps: int, every: int):
     from jobs.execution.context import TaskContext
     from jobs.models import Task, TaskStep
-    from jobs.tasks.registry import enqueue
+    from jobs.tasks.enqueueing import enqueue
 
     Task.objects.all().delete()
     task = enqueue("benchmarks.tasks.noop")

@@ -11,8 +11,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "task": "jobs.tasks.registry",
-    "enqueue": "jobs.tasks.registry",
-    "enqueue_many": "jobs.tasks.registry",
+    "enqueue": "jobs.tasks.enqueueing",
+    "enqueue_many": "jobs.tasks.enqueueing",
+    "JobsTask": "jobs.tasks.definition",
     "get_task": "jobs.tasks.registry",
     "Backoff": "jobs.tasks.retry",
     "TaskContext": "jobs.execution.context",

@@ -7,45 +7,61 @@ Works with ``django.tasks`` (Django 6) and with the ``django_tasks`` backport (D
 ``OPTIONS`` may set ``MAX_ATTEMPTS`` (default ``JOBS_DEFAULT_MAX_ATTEMPTS``).
 """
 
+import functools
 from typing import TYPE_CHECKING
 
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ValidationError
-from django.utils.module_loading import import_string
 
 from jobs.conf import jobs_settings
-from jobs.exceptions import UnknownTaskError
-from jobs.execution.runnable import Runnable
+from jobs.exceptions import PayloadError, UnknownTaskError
 from jobs.states import Status
-from jobs.tasks.payload import encode_payload
+from jobs.tasks.definition import JOBS_API, JobsTask, TaskOptionError
+from jobs.tasks.django_api import (
+    TASK_MAX_PRIORITY as MAX_PRIORITY,
+)
+from jobs.tasks.django_api import (
+    TASK_MIN_PRIORITY as MIN_PRIORITY,
+)
+from jobs.tasks.django_api import (
+    BaseTaskBackend,
+    DjangoTask,
+    InvalidTask,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from jobs.tasks.payload import check_queue_name, encode_payload
+from jobs.tasks.registry import get_task
 
 if TYPE_CHECKING:
     from jobs.models import Task
 
-# jobs.models and what imports it (jobs.tasks.registry) are imported where used, not here (the app
-# registry): Django's check of the task backends imports this module even when "jobs" is not
+# jobs.models and what imports it (jobs.tasks.enqueueing) are imported where used, not here (the
+# app registry): Django's check of the task backends imports this module even when "jobs" is not
 # installed, and the import of a model outside an installed app would raise instead of check()
 # reporting it.
 
-try:  # Django >= 6.0
-    from django.tasks import TaskContext as TaskContext  # for jobs.execution.django_context
-    from django.tasks import TaskResult, TaskResultStatus, task_backends
-    from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import Task as DjangoTask
-    from django.tasks.base import TaskError
-    from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
-except ImportError:  # Django 5.2 with the django-tasks backport
-    # The backport's classes stand in for django.tasks' on Django 5.2; the stubs know only the
-    # latter, hence the ignores (assignment: another class under the same name).
-    from django_tasks import TaskContext as TaskContext  # type: ignore[assignment]
-    from django_tasks import TaskResult, TaskResultStatus, task_backends  # type: ignore[assignment]
-    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment]
-    from django_tasks.base import Task as DjangoTask  # type: ignore[assignment]
-    from django_tasks.base import TaskError  # type: ignore[assignment]
-    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[assignment]
-    from django_tasks.signals import task_enqueued, task_finished, task_started
+__all__ = [  # Django's names too, whichever line provides them (jobs.tasks.django_api)
+    "DatabaseBackend",
+    "DjangoTask",
+    "JobsTaskResult",
+    "TaskContext",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultStatus",
+    "task_backends",
+    "task_enqueued",
+    "task_finished",
+    "task_started",
+]
 
 STATUS_MAP: dict[str, TaskResultStatus] = {
     Status.PENDING: TaskResultStatus.READY,
@@ -58,6 +74,9 @@ STATUS_MAP: dict[str, TaskResultStatus] = {
 
 
 class DatabaseBackend(BaseTaskBackend):
+    """Stores Django tasks in jobs' table; its ``task_class`` carries jobs' options."""
+
+    task_class = JobsTask
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -67,6 +86,9 @@ class DatabaseBackend(BaseTaskBackend):
         super().__init__(alias, params)
         # Kept as given: check() reports a bad value (int(nan) here would crash every command).
         self.max_attempts = self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
+        # The tasks whose function passed Django's checks, with their context flag: validating a
+        # task inspects its function's signature, and every using() validates its copy anew.
+        self._valid_functions: set[tuple[object, bool]] = set()
 
     def check(self, **kwargs):
         yield from super().check(**kwargs)
@@ -87,30 +109,44 @@ class DatabaseBackend(BaseTaskBackend):
                 id="jobs.E007",
             )
 
+    def validate_task(self, task):
+        """Django's checks, and jobs': a queue name a worker can select (``runworker --queues``)."""
+        try:
+            check_queue_name(task.queue_name)
+            known = (task.func, task.takes_context)
+            if known in self._valid_functions and task.run_after is None:
+                # The function's checks passed before; the rest of Django's are these two.
+                priority = task.priority
+                if type(priority) is not int or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+                    super().validate_task(task)  # raises, with Django's message
+                if self.queues and task.queue_name not in self.queues:
+                    super().validate_task(task)
+            else:
+                super().validate_task(task)
+                self._valid_functions.add(known)
+        except (InvalidTask, PayloadError) as exc:
+            raise TaskOptionError(str(exc)) from None
+
     def enqueue(self, task, args, kwargs):
         return self.store(task, args, kwargs)[1]
 
-    def store(self, task, args, kwargs, **fields) -> "tuple[Task, TaskResult]":
-        """Enqueue ``task``; return its row and result. ``fields``: ``summary``, and an
-        ``idempotency_key`` (an existing task of the same key is returned, and no signal sent).
-        """
-        from jobs.tasks.registry import create_task  # app registry: see the imports above
+    def store(self, task, args, kwargs, *, with_result=True) -> "tuple[Task, TaskResult | None]":
+        """Enqueue ``task`` (its ``using()`` options included); return its row and its result.
 
-        self.validate_task(task)
+        An existing task of the same idempotency key is returned instead of a new one (no
+        signal sent then). Django's ``task_enqueued`` is sent for the backends of
+        ``settings.TASKS``, not for ``@jobs.task`` tasks (jobs' own signals are sent for both).
+        ``with_result=False`` skips building the result when only the row is wanted.
+        """
+        from jobs.tasks.enqueueing import create_task, row_fields  # app registry: see above
+
+        if not isinstance(task, JobsTask):  # a Django Task made by hand, not by @task
+            task = as_jobs_task(task)
         payload, payload_text = encode_payload(args, kwargs)
-        row = create_task(
-            name=task.module_path,
-            backend=self.alias,
-            queue=task.queue_name,
-            priority=task.priority,
-            payload=payload,
-            payload_text=payload_text,
-            max_attempts=self.max_attempts,
-            **({"run_after": task.run_after} if task.run_after else {}),
-            **fields,
-        )
-        result = to_task_result(row, task)
-        if row.created:
+        row = create_task(payload=payload, payload_text=payload_text, **row_fields(task))
+        signalled = row.created and self.alias != JOBS_API
+        result = to_task_result(row, task) if with_result or signalled else None
+        if signalled:
             task_enqueued.send(type(self), task_result=result)
         return row, result
 
@@ -130,24 +166,76 @@ class DatabaseBackend(BaseTaskBackend):
         return to_task_result(row, task)
 
 
-def load_task(row: "Task") -> DjangoTask:
-    try:
-        task = import_string(row.name)
-    except ImportError:
-        task = None
-    if not isinstance(task, DjangoTask):
-        raise UnknownTaskError(
-            f"No Django task is importable as {row.name!r}: was it renamed or removed?"
-        )
+@functools.cache
+def jobs_api_backend() -> DatabaseBackend:
+    """The backend of ``@jobs.task`` tasks: jobs' table, without an entry in settings.TASKS.
+
+    Every queue name is accepted (``QUEUES`` empty), as jobs' own API always has.
+    """
+    return DatabaseBackend(JOBS_API, {"QUEUES": []})
+
+
+def as_jobs_task(task: DjangoTask) -> JobsTask:
+    """``task``, a Django ``Task`` built by hand for a jobs backend, as a ``JobsTask``."""
+    return JobsTask(
+        func=task.func,
+        priority=task.priority,
+        backend=task.backend,
+        queue_name=task.queue_name,
+        run_after=task.run_after,
+        takes_context=task.takes_context,
+    )
+
+
+def load_task(row: "Task") -> JobsTask:
+    """The task that ``row`` is a call of, found by its name (its dotted path)."""
+    task = get_task(row.name)
+    if row.backend != task.backend:
+        # Declared for another backend since (or a row made by hand): run it as the row says.
+        task = task.using(backend=row.backend)
     return task
 
 
-def to_task_result(row: "Task", task: DjangoTask, bound: DjangoTask | None = None) -> TaskResult:
+class JobsTaskResult(TaskResult):
+    """Django's ``TaskResult``, with jobs' record of the task at hand (``record``).
+
+    The record is no field of the dataclass: a result compares, prints and converts
+    (``dataclasses.asdict``) as Django's does.
+    """
+
+    __slots__ = ("_record",)
+
+    @property
+    def record(self) -> "Task":
+        """jobs' row of this task: its status in jobs' words (``retrying``, ``cancelled``),
+        progress, steps, owner and error history, and ``created`` (False when an idempotency
+        key returned an existing task). Fetched on first use if the result was built without
+        it; ``refresh()`` fetches it again."""
+        record = getattr(self, "_record", None)
+        if record is None:
+            from jobs.models import Task  # app registry: see the imports above
+
+            record = Task.objects.get(pk=self.id)
+            object.__setattr__(self, "_record", record)
+        return record
+
+    def refresh(self):
+        TaskResult.refresh(self)  # not super(): slots=True dataclasses break its cell
+        object.__setattr__(self, "_record", None)
+
+    async def arefresh(self):
+        await TaskResult.arefresh(self)
+        object.__setattr__(self, "_record", None)
+
+
+def to_task_result(
+    row: "Task", task: DjangoTask, bound: DjangoTask | None = None
+) -> JobsTaskResult:
     """Build the TaskResult that Django's API shows for ``row``.
 
     ``bound``: ``task`` with the row's priority, queue and backend, if the caller has it already
-    (``task.using`` validates the task against its backend: the worker's costliest step of a
-    Django task that does nothing); not used for a deferred task, which needs its ``run_after``.
+    (``task.using`` makes a copy, validated); not used for a deferred task, which needs its
+    ``run_after``.
     """
     errors = [
         TaskError(exception_class_path=entry["exception"], traceback=entry.get("traceback", ""))
@@ -167,7 +255,7 @@ def to_task_result(row: "Task", task: DjangoTask, bound: DjangoTask | None = Non
     # due at its creation). A retry, release or requeue moves it: it then says when the task
     # is due next.
     run_after = row.run_after if row.run_after != row.created_at else None
-    result: TaskResult = TaskResult(
+    result = JobsTaskResult(
         task=bound
         if bound is not None and run_after is None
         else task.using(
@@ -186,51 +274,8 @@ def to_task_result(row: "Task", task: DjangoTask, bound: DjangoTask | None = Non
         worker_ids=worker_ids,
     )
     object.__setattr__(result, "_return_value", row.result)
+    object.__setattr__(result, "_record", row)
     return result
-
-
-# (name, backend) -> (the Django task, its Runnable): a worker resolves every task it runs.
-_runnables: dict[tuple[str, str], tuple[DjangoTask, Runnable]] = {}
-
-
-def runnable_for(row: "Task") -> Runnable:
-    """Return how the executor runs a task enqueued through Django Tasks."""
-    task = load_task(row)
-    cached = _runnables.get((row.name, row.backend))
-    if cached is None or cached[0] is not task:  # first use, or the task was redefined
-        cached = _runnables[(row.name, row.backend)] = (task, _runnable_of(task, row.backend))
-    return cached[1]
-
-
-def _runnable_of(task: DjangoTask, backend: str) -> Runnable:
-    from jobs.execution.django_context import DjangoTaskContext  # app registry: see above
-    from jobs.tasks.registry import default_backoff  # app registry: see the imports above
-
-    try:
-        signal_sender = type(task_backends[backend])
-    except Exception:  # the alias was removed from settings.TASKS since the enqueue
-        signal_sender = DatabaseBackend
-    # task.using(...) per (priority, queue): the same for every row that has them.
-    bound: dict[tuple[int, str], DjangoTask] = {}
-
-    def result_of(row) -> TaskResult:
-        key = (row.priority, row.queue)
-        if key not in bound:
-            bound[key] = task.using(priority=row.priority, queue_name=row.queue, backend=backend)
-        return to_task_result(row, task, bound[key])
-
-    def call(row):
-        if task.takes_context:
-            context = DjangoTaskContext(result_of(row), row)
-            return task.call(context, *row.args, **row.kwargs)
-        return task.call(*row.args, **row.kwargs)
-
-    return Runnable(
-        call=call,
-        backoff=default_backoff(),
-        on_start=lambda row: task_started.send(signal_sender, task_result=result_of(row)),
-        on_finish=lambda row: send_finished(signal_sender, result_of(row)),
-    )
 
 
 def send_finished(sender, result: TaskResult):

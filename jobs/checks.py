@@ -21,8 +21,8 @@ from jobs.maintenance.periodic import from_settings
 from jobs.maintenance.pruning import retention
 from jobs.maintenance.schedulable import check_declared
 from jobs.sql.sqlite import has_json as sqlite_has_json
+from jobs.tasks.enqueueing import INT_RANGES
 from jobs.tasks.payload import queue_name_problem
-from jobs.tasks.registry import INT_RANGES
 from jobs.web.health import Thresholds, threshold_problems
 
 TAG = "jobs"  # runworker runs the checks with this tag before it starts

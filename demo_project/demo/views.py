@@ -48,7 +48,7 @@ def start_import(request):
     task = tasks.import_contacts.using(
         owner=request.user, summary=f"Import of {upload.filename}"
     ).enqueue(upload.pk)
-    return redirect("task-detail", task.pk)
+    return redirect("task-detail", task.id)
 
 
 @login_required
@@ -64,7 +64,7 @@ def start_invites(request):
     task = tasks.send_invites.using(
         owner=request.user, summary=f"Invitations to {count} {'person' if count == 1 else 'people'}"
     ).enqueue(organisation.pk, emails, request.user.pk)
-    return redirect("task-detail", task.pk)
+    return redirect("task-detail", task.id)
 
 
 @login_required
@@ -76,7 +76,7 @@ def start_report(request):
     task = tasks.build_report.using(
         owner=request.user, summary=f"Contacts report of {organisation.name}"
     ).enqueue(organisation.pk, request.user.pk, sections)
-    return redirect("task-detail", task.pk)
+    return redirect("task-detail", task.id)
 
 
 @login_required
@@ -90,7 +90,7 @@ def start_primes(request):
     task = tasks.count_primes.using(owner=request.user, summary=f"Primes below {limit:,}").enqueue(
         limit
     )
-    return redirect("task-detail", task.pk)
+    return redirect("task-detail", task.id)
 
 
 @login_required

@@ -14,7 +14,7 @@ from jobs.admin.inputs import HostileInputAdmin
 from jobs.exceptions import UnknownTaskError
 from jobs.maintenance import schedulable
 from jobs.models import Schedule
-from jobs.tasks.registry import TaskDefinition
+from jobs.tasks.definition import JOBS_API
 
 
 class ScheduleAdmin(HostileInputAdmin, admin.ModelAdmin):
@@ -62,7 +62,7 @@ class ScheduleAdmin(HostileInputAdmin, admin.ModelAdmin):
             return "not found: removed or renamed?"
         except ImproperlyConfigured:
             return "refused: not stored by a jobs backend"
-        if isinstance(task, TaskDefinition):
+        if task.backend == JOBS_API:
             return "@jobs.task"
         return f"Django @task, backend {task.backend}"
 

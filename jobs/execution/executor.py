@@ -25,8 +25,7 @@ from jobs.db import (
 from jobs.error_records import ErrorRecord, unrecordable_error, unstorable_error
 from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
 from jobs.execution import finishing
-from jobs.execution.context import TaskContext
-from jobs.execution.runnable import Runnable
+from jobs.execution.runnable import Runnable, runnable_for
 from jobs.models import Task
 from jobs.states import Status
 from jobs.tasks.payload import validate_json
@@ -61,43 +60,12 @@ class Outcome:
 
 def resolve(task: Task) -> Runnable:
     """Find the code of ``task``; raise UnknownTaskError when this worker does not have it."""
-    if task.backend:
-        # Deferred to a task enqueued through Django Tasks: django.tasks (on Django 5.2, the
-        # django_tasks backport) is an optional dependency.
-        from jobs.backends import runnable_for
-
-        return runnable_for(task)
-    definition = get_task(task.name)
-    cached = _runnables.get(task.name)
-    if cached is None or cached[0] is not definition:  # first use, or the task was redefined
-        cached = _runnables[task.name] = (definition, _runnable_of(definition))
-    return cached[1]
+    return runnable_for(task)
 
 
-# name -> (TaskDefinition, Runnable): a worker resolves every task it runs
-_runnables: dict[str, tuple[object, Runnable]] = {}
-
-
-def _runnable_of(definition) -> Runnable:
-    def call(task):
-        args, kwargs = task.args, task.kwargs
-        if definition.takes_context:
-            return definition.func(TaskContext(task), *args, **kwargs)
-        return definition.func(*args, **kwargs)
-
-    return Runnable(
-        call=call,
-        backoff=definition.backoff,
-        transient=definition.transient,
-        timeout=definition.timeout,
-    )
-
-
-def timeout_for(name: str, backend: str = "") -> float | None:
-    """The timeout of the task registered as ``name`` (None: the worker's default applies)."""
-    if backend:
-        return None  # Django Tasks have no timeout of their own
-    return get_task(name).timeout
+def timeout_for(name: str, backend: str = "") -> float:
+    """The timeout in seconds of the task named ``name``: its own, else the default."""
+    return get_task(name).resolved_timeout()
 
 
 def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
@@ -354,7 +322,7 @@ def _import_failure(task: Task, exc: BaseException) -> BaseException:
     importing its module, if that is why (the registry reports any ImportError there as an
     unknown name, and the real cause, a missing dependency say, would be lost)."""
     module = task.name.rpartition(".")[0]
-    if not isinstance(exc, UnknownTaskError) or not module or task.backend:
+    if not isinstance(exc, UnknownTaskError) or not module:
         return exc
     try:
         importlib.import_module(module)

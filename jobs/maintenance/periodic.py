@@ -29,7 +29,7 @@ from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError, UnknownTaskError
 from jobs.maintenance import schedulable
 from jobs.models import Schedule
-from jobs.tasks.registry import TaskDefinition, check_fields, enqueue
+from jobs.tasks.enqueueing import check_fields, enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +115,9 @@ def register(name, task, *, cron="", every=None, args=(), kwargs=None, **options
     if isinstance(every, timedelta):
         every = every.total_seconds()
     task_name = schedulable.name_of(task)  # refuses a Django task that no jobs backend stores
-    if not isinstance(task, str | TaskDefinition):
-        # A Django task's own queue and priority (``task.using(...)``'s too, which the task
-        # found again by name would not have), unless the schedule sets them; checked now.
+    if not isinstance(task, str):
+        # The task's own queue and priority (``task.using(...)``'s too, which the task found
+        # again by name would not have), unless the schedule sets them; checked now.
         options.setdefault("queue", task.queue_name)
         options.setdefault("priority", task.priority)
         schedulable.bound(task, queue=options["queue"], priority=options["priority"])
@@ -237,20 +237,12 @@ def run_due(*, now=None) -> list:
 def enqueue_slot(spec: PeriodicTask, slot: datetime, *, now=None) -> SlotResult:
     """Enqueue ``spec`` for ``slot`` (at most once, whoever calls) and record it on its row."""
     now = now or timezone.now()
-    definition = schedulable.resolve(spec.task)
+    scheduled = schedulable.bound(
+        schedulable.resolve(spec.task), queue=spec.queue, priority=spec.priority
+    )  # queue and priority None: the task's own
     summary = f"Periodic {spec.name} at {slot.isoformat()}"
     key = spec.idempotency_key(slot)
-    # A Django task goes through its jobs backend; queue and priority None: the task's own.
-    enqueue_one = enqueue if isinstance(definition, TaskDefinition) else schedulable.enqueue_django
-    task = enqueue_one(
-        definition,
-        spec.args,
-        spec.kwargs,
-        queue=spec.queue,
-        priority=spec.priority,
-        summary=summary,
-        idempotency_key=key,
-    )
+    task = enqueue(scheduled, spec.args, spec.kwargs, summary=summary, idempotency_key=key)
     # Only ever moves forward: a worker with a slow clock cannot set an older slot back.
     behind = Q(last_run_at__lt=slot) | Q(last_run_at__isnull=True)
     Schedule.objects.filter(behind, pk=spec.name).update(

@@ -20,7 +20,7 @@ from django.utils import timezone
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.states import Status
-from jobs.tasks import registry
+from jobs.tasks import enqueueing
 from jobs.transitions import Success
 from jobs.worker.claiming import claim_and_record
 from jobs.worker.wire import task_from_values
@@ -246,8 +246,8 @@ def immediately() -> Iterator[None]:
     inside a transaction runs inside it. Tasks that enqueue tasks run them nested, up to
     ``MAX_IMMEDIATE_DEPTH`` deep.
     """
-    registry.enqueue_hooks.append(_run_enqueued)
+    enqueueing.enqueue_hooks.append(_run_enqueued)
     try:
         yield
     finally:
-        registry.enqueue_hooks.remove(_run_enqueued)
+        enqueueing.enqueue_hooks.remove(_run_enqueued)

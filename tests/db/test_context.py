@@ -105,7 +105,7 @@ def test_a_progress_write_is_a_cancellation_checkpoint():
 
 
 def test_a_running_task_cancelled_stops_at_its_next_checkpoint_and_ends_cancelled():
-    task = stepwise.enqueue("cancel-me", cancel_after_first=True)
+    task = stepwise.enqueue("cancel-me", cancel_after_first=True).record
     task = run_next()
     assert task.status == Status.CANCELLED
     # The first step ran and was recorded; the second never started.
@@ -114,7 +114,7 @@ def test_a_running_task_cancelled_stops_at_its_next_checkpoint_and_ends_cancelle
 
 
 def test_steps_are_recorded_and_a_retry_skips_them_and_reuses_their_results():
-    task = stepwise.enqueue("resume", fail_times=1)
+    task = stepwise.enqueue("resume", fail_times=1).record
     task = run_next()
     assert task.status == Status.RETRYING
     assert task.steps == {"first": {"value": 21}}

@@ -80,7 +80,7 @@ def test_uploading_a_csv_imports_every_row_and_reports_progress(client, progress
 def test_broken_rows_do_not_stop_the_import_and_are_shown_by_line(client):
     upload = UploadFactory(file__data=contacts_csv(10, broken=["nobody,No One", "x@y,"]))
     client.force_login(upload.owner)
-    task = demo_tasks.import_contacts.using(owner=upload.owner).enqueue(upload.pk)
+    task = demo_tasks.import_contacts.using(owner=upload.owner).enqueue(upload.pk).record
     (task,) = drain().tasks
 
     assert task.status == Status.SUCCEEDED
@@ -123,7 +123,7 @@ def test_a_retry_resumes_after_the_chunks_already_imported(monkeypatch):
 
     monkeypatch.setattr(demo_tasks, "_import_chunk", flaky_chunk)
     monkeypatch.setattr(demo_tasks, "_validate", counted_report)
-    task = demo_tasks.import_contacts.enqueue(upload.pk)
+    task = demo_tasks.import_contacts.enqueue(upload.pk).record
     # As at a fixed time: the suite's backoff (0.2 s) may end while a slow round runs.
     (task,) = drain(now=timezone.now()).tasks
     assert task.status == Status.RETRYING

@@ -18,7 +18,7 @@ from jobs.backends import TaskResultDoesNotExist, TaskResultStatus, task_finishe
 from jobs.exceptions import PayloadError
 from jobs.models import Task
 from jobs.states import Status
-from jobs.tasks.registry import enqueue_many
+from jobs.tasks.enqueueing import enqueue_many
 from tests import helpers
 from tests.helpers import run_next
 from tests.testapp import django_tasks as test_tasks
@@ -278,7 +278,7 @@ def test_get_result_of_a_task_that_no_longer_exists():
 
 def test_get_result_from_jobs_own_task_is_no_result():
     """A task of jobs' own registry in the same table is no Django Tasks result."""
-    own = add.enqueue(1, 2)
+    own = add.enqueue(1, 2).record
     with pytest.raises(TaskResultDoesNotExist):
         default_task_backend.get_result(str(own.pk))
 

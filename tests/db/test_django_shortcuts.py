@@ -156,9 +156,9 @@ def test_quote_value_round_trips_numbers_booleans_and_null(name, value):
 
 def test_every_default_written_as_a_literal_reads_back_as_the_model_default():
     """Through the public enqueue and enqueue_many: every column enqueue leaves to its default."""
-    one = tasks.add.enqueue(1, 2)
+    one = tasks.add.enqueue(1, 2).record
     many = tasks.add.enqueue_many([((3, 4), {})])
-    expected = Task(name=tasks.add.name, run_after=timezone.now())
+    expected = Task(name=tasks.add.module_path, run_after=timezone.now())
     for pk in [one.pk, *many]:  # enqueue_many returns the ids
         stored = Task.objects.get(pk=pk)
         for field in Task._meta.concrete_fields:
@@ -211,7 +211,7 @@ def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothi
 def test_the_owner_given_to_enqueue_is_cached_on_the_task_it_returns(django_assert_num_queries):
     """Field.set_cached_value (inserting.py): task.owner costs no query."""
     owner = UserFactory()
-    task = tasks.add.using(owner=owner).enqueue(1, 2)
+    task = tasks.add.using(owner=owner).enqueue(1, 2).record
     with django_assert_num_queries(0):
         assert task.owner is owner
 

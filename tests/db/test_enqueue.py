@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_enqueue_records_a_pending_task_with_the_tasks_defaults():
-    task = tasks.add.enqueue(1, b=2)
+    task = tasks.add.enqueue(1, b=2).record
     task.refresh_from_db()
     assert task.status == Status.PENDING
     assert task.name == "tests.testapp.tasks.add"
@@ -31,9 +31,18 @@ def test_enqueue_records_a_pending_task_with_the_tasks_defaults():
 def test_per_call_options():
     user = UserFactory()
     when = timezone.now() + timedelta(hours=1)
-    task = tasks.add.using(
-        queue="reports", priority=7, owner=user, summary="Add two", run_after=when, max_attempts=9
-    ).enqueue(1, 2)
+    task = (
+        tasks.add.using(
+            queue="reports",
+            priority=7,
+            owner=user,
+            summary="Add two",
+            run_after=when,
+            max_attempts=9,
+        )
+        .enqueue(1, 2)
+        .record
+    )
     task.refresh_from_db()
     assert (task.queue, task.priority, task.owner, task.summary) == ("reports", 7, user, "Add two")
     assert task.run_after == when
@@ -42,7 +51,7 @@ def test_per_call_options():
 
 def test_delay_sets_run_after():
     before = timezone.now()
-    task = tasks.add.using(delay=30).enqueue(1, 2)
+    task = tasks.add.using(delay=30).enqueue(1, 2).record
     assert (
         before + timedelta(seconds=30) <= task.run_after <= timezone.now() + timedelta(seconds=30)
     )
@@ -77,7 +86,7 @@ def test_non_json_payloads_are_refused_naming_the_value(args, kwargs, message):
 
 
 def test_tuples_are_stored_as_lists():
-    task = tasks.add.enqueue((1, 2), 3)
+    task = tasks.add.enqueue((1, 2), 3).record
     task.refresh_from_db()
     assert task.payload["args"] == [[1, 2], 3]
 
@@ -90,18 +99,18 @@ def test_oversize_payload_is_refused(settings):
 
 
 def test_long_summaries_are_shortened_not_refused():
-    task = tasks.add.using(summary="s" * 300).enqueue(1, 2)
+    task = tasks.add.using(summary="s" * 300).enqueue(1, 2).record
     assert len(task.summary) == 255
 
 
 def test_same_idempotency_key_returns_the_existing_task():
-    first = tasks.add.using(idempotency_key="invoice-42").enqueue(1, 2)
-    second = tasks.add.using(idempotency_key="invoice-42").enqueue(5, 6)
+    first = tasks.add.using(idempotency_key="invoice-42").enqueue(1, 2).record
+    second = tasks.add.using(idempotency_key="invoice-42").enqueue(5, 6).record
     assert second.pk == first.pk
     assert (first.created, second.created) == (True, False)
     assert second.payload["args"] == [1, 2]
     # Another task name has its own key space.
-    other = tasks.record_effect.using(idempotency_key="invoice-42").enqueue("k")
+    other = tasks.record_effect.using(idempotency_key="invoice-42").enqueue("k").record
     assert other.pk != first.pk
     assert Task.objects.count() == 2
 
@@ -139,7 +148,7 @@ def test_concurrent_enqueues_with_one_key_make_one_task(postgres_only):
     def first():
         try:
             with transaction.atomic():
-                results["first"] = tasks.add.using(idempotency_key="same").enqueue(1, 1).pk
+                results["first"] = tasks.add.using(idempotency_key="same").enqueue(1, 1).record.pk
                 first_inserted.set()
                 threading.Event().wait(0.5)  # hold the uncommitted row while the second tries
         except Exception as exc:
@@ -152,7 +161,7 @@ def test_concurrent_enqueues_with_one_key_make_one_task(postgres_only):
         try:
             first_inserted.wait(10)
             with transaction.atomic():
-                task = tasks.add.using(idempotency_key="same").enqueue(2, 2)
+                task = tasks.add.using(idempotency_key="same").enqueue(2, 2).record
                 results["second"] = (task.pk, task.created)
         except Exception as exc:
             errors.append(exc)
@@ -172,5 +181,5 @@ def test_concurrent_enqueues_with_one_key_make_one_task(postgres_only):
 def test_anonymous_owner_is_stored_as_no_owner():
     from django.contrib.auth.models import AnonymousUser
 
-    task = tasks.add.using(owner=AnonymousUser()).enqueue(1, 2)
+    task = tasks.add.using(owner=AnonymousUser()).enqueue(1, 2).record
     assert task.owner is None

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_returned_task_is_the_row_as_read_back():
     owner = UserFactory()
-    task = tasks.add.using(owner=owner, summary="s", priority=3).enqueue(1, b=[2, 3])
+    task = tasks.add.using(owner=owner, summary="s", priority=3).enqueue(1, b=[2, 3]).record
     stored = Task.objects.get(pk=task.pk)
     for field in Task._meta.concrete_fields:
         assert getattr(task, field.attname) == getattr(stored, field.attname), field.name
@@ -28,21 +28,21 @@ def test_the_returned_task_is_the_row_as_read_back():
 def test_one_statement_per_enqueue_and_no_savepoint_for_a_key(django_assert_num_queries):
     with django_assert_num_queries(1):
         tasks.add.enqueue(1, 2)
-    existing = TaskFactory(name=tasks.add.name, idempotency_key="k")
+    existing = TaskFactory(name=tasks.add.module_path, idempotency_key="k")
     with django_assert_num_queries(2) as captured:  # the INSERT that makes nothing, the read
-        again = tasks.add.using(idempotency_key="k").enqueue(1, 2)
+        again = tasks.add.using(idempotency_key="k").enqueue(1, 2).record
     assert (again.pk, again.created) == (existing.pk, False)
     assert not any("SAVEPOINT" in query["sql"] for query in captured.captured_queries)
 
 
 def test_the_callers_values_are_copied_not_shared():
     args, kwargs = [1, [2]], {"x": {"y": 1}}
-    task = tasks.add.enqueue(*args, **kwargs)
+    task = tasks.add.enqueue(*args, **kwargs).record
     args[1].append(3)
     kwargs["x"]["y"] = 2
     assert task.payload == {"args": [1, [2]], "kwargs": {"x": {"y": 1}}}
     flat = {"b": 2}
-    task = tasks.add.enqueue(1, **flat)
+    task = tasks.add.enqueue(1, **flat).record
     flat["b"] = 5
     assert task.payload == {"args": [1], "kwargs": {"b": 2}}
 
@@ -55,7 +55,7 @@ def test_no_on_commit_callback_without_receivers(django_capture_on_commit_callba
     signals.task_enqueued.connect(handler := lambda sender, task, **kw: received.append(task.pk))
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            task = tasks.add.enqueue(1, 2)
+            task = tasks.add.enqueue(1, 2).record
     finally:
         signals.task_enqueued.disconnect(handler)
     assert received == [task.pk]

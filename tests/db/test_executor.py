@@ -28,7 +28,7 @@ def test_success_records_the_json_result():
 
 
 def test_connection_errors_retry_with_growing_delays_then_succeed():
-    task = tasks.fail_until_attempt.enqueue("flaky", succeed_on=3)
+    task = tasks.fail_until_attempt.enqueue("flaky", succeed_on=3).record
     delays = []
     for _ in range(2):
         task = run_next()
@@ -44,7 +44,7 @@ def test_connection_errors_retry_with_growing_delays_then_succeed():
 
 
 def test_transient_errors_fail_once_attempts_are_used_up():
-    task = tasks.always_transient.using(max_attempts=2).enqueue()
+    task = tasks.always_transient.using(max_attempts=2).enqueue().record
     task = run_next()
     assert task.status == Status.RETRYING
     make_due(task)
@@ -112,7 +112,7 @@ def test_outcome_is_not_recorded_over_a_task_taken_over_by_another_worker():
 
 def test_start_and_finish_are_logged_with_name_id_attempt_duration_outcome(caplog):
     caplog.set_level("DEBUG", logger="jobs")
-    task = tasks.add.enqueue(1, 1)
+    task = tasks.add.enqueue(1, 1).record
     run_next()
     records = [r for r in caplog.records if r.name == "jobs.execution.executor"]
     messages = [r.getMessage() for r in records]

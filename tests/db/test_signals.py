@@ -40,7 +40,7 @@ def received():
 
 
 def test_life_of_a_successful_task(received):
-    task = tasks.add.enqueue(1, 2)
+    task = tasks.add.enqueue(1, 2).record
     run_next()
     assert received == [
         ("task_enqueued", task.pk, None),
@@ -51,7 +51,7 @@ def test_life_of_a_successful_task(received):
 
 
 def test_retry_fail_and_requeue(received):
-    task = tasks.always_transient.using(max_attempts=2).enqueue()
+    task = tasks.always_transient.using(max_attempts=2).enqueue().record
     run_next()
     Task.objects.filter(pk=task.pk).update(run_after=timezone.now())
     run_next()

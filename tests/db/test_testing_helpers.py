@@ -48,7 +48,7 @@ def test_drain_with_nothing_due_does_nothing():
 
 
 def test_a_retry_is_not_run_until_due_and_with_scheduled_drives_it_to_success():
-    task = tasks.fail_until_attempt.enqueue("mail", 3)
+    task = tasks.fail_until_attempt.enqueue("mail", 3).record
     # Claims as at a fixed time: the suite's backoff (0.2 s) may end while a slow round runs.
     at = timezone.now()
     first = drain(now=at)
@@ -65,7 +65,7 @@ def test_a_retry_is_not_run_until_due_and_with_scheduled_drives_it_to_success():
 
 
 def test_with_scheduled_drives_retries_to_exhaustion():
-    task = tasks.always_transient.enqueue()
+    task = tasks.always_transient.enqueue().record
     drained = drain(with_scheduled=True)
     assert (drained.retrying, drained.failed) == (4, 1)
     task.refresh_from_db()
@@ -74,12 +74,12 @@ def test_with_scheduled_drives_retries_to_exhaustion():
 
 
 def test_a_delayed_task_waits_unless_scheduled_tasks_are_asked_for():
-    task = tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 1)
+    task = tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 1).record
     assert drain().total == 0
     assert drain(now=timezone.now() + timedelta(hours=2)).succeeded == 1
     task.refresh_from_db()
     assert task.status == Status.SUCCEEDED
-    later = tasks.add.using(delay=timedelta(days=3)).enqueue(2, 2)
+    later = tasks.add.using(delay=timedelta(days=3)).enqueue(2, 2).record
     assert drain(with_scheduled=True).succeeded == 1
     later.refresh_from_db()
     assert later.result == 4
@@ -146,8 +146,8 @@ def test_max_rounds_must_be_a_whole_number_of_at_least_one(bad):
 
 
 def test_a_task_raising_system_exit_fails_and_the_test_carries_on():
-    task = hostile_tasks.raises_system_exit.enqueue(3)
-    other = tasks.add.enqueue(2, 2)
+    task = hostile_tasks.raises_system_exit.enqueue(3).record
+    other = tasks.add.enqueue(2, 2).record
     drained = drain()
     assert (drained.failed, drained.succeeded) == (1, 1)
     task.refresh_from_db()
@@ -206,7 +206,7 @@ def test_an_enclosing_capture_does_not_send_them_twice(django_capture_on_commit_
     signals.task_started.connect(started)
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            task = tasks.add.enqueue(1, 1)
+            task = tasks.add.enqueue(1, 1).record
             drain()
     finally:
         signals.task_started.disconnect(started)
@@ -218,7 +218,7 @@ def test_drain_and_immediate_mode_in_autocommit():
     chain_tasks.count_down.enqueue(2)
     assert drain().succeeded == 3
     with immediately():
-        assert tasks.add.enqueue(3, 4).result == 7
+        assert tasks.add.enqueue(3, 4).record.result == 7
 
 
 # immediate mode -------------------------------------------------------------------------------
@@ -226,9 +226,9 @@ def test_drain_and_immediate_mode_in_autocommit():
 
 def test_immediately_runs_a_task_when_it_is_enqueued():
     with immediately():
-        task = tasks.add.enqueue(2, 3)
+        task = tasks.add.enqueue(2, 3).record
         assert (task.status, task.result) == (Status.SUCCEEDED, 5)
-    assert tasks.add.enqueue(1, 1).status == Status.PENDING  # off again
+    assert tasks.add.enqueue(1, 1).record.status == Status.PENDING  # off again
 
 
 def test_immediately_runs_django_tasks_too():
@@ -248,9 +248,9 @@ def test_immediately_is_a_decorator_too_and_runs_enqueue_many():
 
 def test_in_immediate_mode_a_failure_is_recorded_not_raised_and_a_retry_waits():
     with immediately():
-        failed = tasks.buggy.enqueue()
-        retried = tasks.fail_until_attempt.enqueue("sms", 2)
-        delayed = tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 1)
+        failed = tasks.buggy.enqueue().record
+        retried = tasks.fail_until_attempt.enqueue("sms", 2).record
+        delayed = tasks.add.using(delay=timedelta(hours=1)).enqueue(1, 1).record
     assert failed.status == Status.FAILED
     assert retried.status == Status.RETRYING
     assert delayed.status == Status.PENDING
@@ -259,7 +259,7 @@ def test_in_immediate_mode_a_failure_is_recorded_not_raised_and_a_retry_waits():
 
 def test_in_immediate_mode_tasks_enqueued_by_tasks_run_nested():
     with immediately():
-        task = chain_tasks.count_down.enqueue(3)
+        task = chain_tasks.count_down.enqueue(3).record
     assert task.status == Status.SUCCEEDED
     assert Task.objects.filter(status=Status.SUCCEEDED).count() == 4
 
@@ -276,7 +276,7 @@ def test_in_immediate_mode_an_endless_chain_fails_its_deepest_task_plainly():
 
 def test_immediate_mode_runs_inside_the_callers_transaction():
     with immediately(), transaction.atomic():
-        task = tasks.record_effect.enqueue("inside")
+        task = tasks.record_effect.enqueue("inside").record
         assert task.status == Status.SUCCEEDED
         transaction.set_rollback(True)
     assert not Task.objects.filter(pk=task.pk).exists()
@@ -343,8 +343,8 @@ def test_the_jobs_worker_fixture_drains(jobs_worker):
     tasks.add.enqueue(1, 1)
     assert jobs_worker.drain().succeeded == 1
     with jobs_worker.immediately():
-        assert tasks.add.enqueue(2, 2).result == 4
+        assert tasks.add.enqueue(2, 2).record.result == 4
 
 
 def test_the_jobs_immediate_fixture_runs_tasks_at_enqueue(jobs_immediate):
-    assert tasks.add.enqueue(3, 3).result == 6
+    assert tasks.add.enqueue(3, 3).record.result == 6

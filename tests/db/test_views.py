@@ -120,7 +120,7 @@ def test_a_task_without_owner_is_seen_only_by_viewers(owner_client):
 
 
 def test_an_unexpected_error_shows_a_generic_message_and_never_a_traceback(owner_client, owner):
-    task = tasks.buggy.using(owner=owner).enqueue()
+    task = tasks.buggy.using(owner=owner).enqueue().record
     run_next()
     response = owner_client.get(status_url(task))
     text = response.content.decode()
@@ -134,7 +134,7 @@ def test_an_unexpected_error_shows_a_generic_message_and_never_a_traceback(owner
 
 
 def test_a_permanent_error_shows_its_message_and_offers_no_retry(owner_client, owner):
-    task = tasks.bad_file.using(owner=owner).enqueue()
+    task = tasks.bad_file.using(owner=owner).enqueue().record
     run_next()
     body = owner_client.get(status_url(task)).json()
     assert body["error"] == "Unsupported file format: please upload a CSV"
@@ -153,7 +153,7 @@ def test_the_result_is_shown_only_when_the_task_marked_it_public(owner_client, o
 
 
 def test_the_owner_retries_a_failed_task_keeping_its_error_history(owner_client, owner):
-    task = tasks.buggy.using(owner=owner).enqueue()
+    task = tasks.buggy.using(owner=owner).enqueue().record
     run_next()
     response = owner_client.post(action_url(task), {"action": "retry"})
     assert response.status_code == 200
@@ -164,7 +164,7 @@ def test_the_owner_retries_a_failed_task_keeping_its_error_history(owner_client,
 
 
 def test_a_task_that_cannot_be_retried_is_refused_with_409(owner_client, owner):
-    permanent = tasks.bad_file.using(owner=owner).enqueue()
+    permanent = tasks.bad_file.using(owner=owner).enqueue().record
     run_next()
     succeeded = TaskFactory(succeeded=True, owner=owner)
     for task in (permanent, succeeded):

@@ -14,10 +14,18 @@ from tests.testapp import tasks  # noqa: F401 (registers the test tasks)
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+_ran: list = []
+
+
+def _spy(context=None, *args, **kwargs):  # module level, "context" first: any task can be it
+    _ran.append((context, *args))
+
+
 def test_warm_up_runs_no_task_sends_no_signal_logs_nothing_writes_nothing(caplog, monkeypatch):
-    ran, sent = [], []
+    sent: list = []
+    _ran.clear()
     name = registry.registered_names()[0]  # the task the warm-up resolves
-    spy = dataclasses.replace(registry.get_task(name), func=lambda *a, **k: ran.append(a))
+    spy = dataclasses.replace(registry.get_task(name), func=_spy)
     monkeypatch.setitem(registry._registry, name, spy)
     signals.task_started.connect(lambda **kwargs: sent.append(kwargs), weak=False, dispatch_uid="w")
     try:
@@ -25,7 +33,7 @@ def test_warm_up_runs_no_task_sends_no_signal_logs_nothing_writes_nothing(caplog
             warmup.warm_children_path()
     finally:
         signals.task_started.disconnect(dispatch_uid="w")
-    assert (ran, sent, caplog.records) == ([], [], [])
+    assert (_ran, sent, caplog.records) == ([], [], [])
     assert not Task.objects.exists()
 
 

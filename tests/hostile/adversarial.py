@@ -21,7 +21,7 @@ FAST = {
 
 def enqueue_bystanders(prefix: str, count: int = 3) -> list[Task]:
     """Well-behaved tasks run by the same worker as a hostile one."""
-    return [tasks.record_effect.enqueue(f"{prefix}-{number}") for number in range(count)]
+    return [tasks.record_effect.enqueue(f"{prefix}-{number}").record for number in range(count)]
 
 
 def assert_succeeded_once(bystanders: list[Task]):

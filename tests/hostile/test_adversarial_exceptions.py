@@ -39,7 +39,7 @@ def run_burst(runworker, *args):
 def test_a_base_exception_fails_its_task_and_its_child_is_replaced(
     runworker, definition, args, exception
 ):
-    hostile = definition.enqueue(*args)
+    hostile = definition.enqueue(*args).record
     bystanders = enqueue_bystanders("after-base-exception")
 
     done = run_burst(runworker)
@@ -61,7 +61,7 @@ def test_a_base_exception_fails_its_task_and_its_child_is_replaced(
 
 
 def test_a_base_exception_declared_transient_is_retried(runworker):
-    hostile = hostile_tasks.raises_declared_transient_base_exception.enqueue()
+    hostile = hostile_tasks.raises_declared_transient_base_exception.enqueue().record
     bystanders = enqueue_bystanders("after-transient-base")
 
     run_burst(runworker)
@@ -77,7 +77,7 @@ def test_a_base_exception_declared_transient_is_retried(runworker):
 
 
 def test_an_exception_whose_str_and_repr_raise_is_recorded_by_its_class(runworker):
-    hostile = hostile_tasks.raises_unprintable.enqueue()
+    hostile = hostile_tasks.raises_unprintable.enqueue().record
     bystanders = enqueue_bystanders("after-unprintable")
 
     done = run_burst(runworker)
@@ -95,7 +95,7 @@ def test_an_exception_whose_str_and_repr_raise_is_recorded_by_its_class(runworke
 
 
 def test_nul_and_lone_surrogates_in_an_exception_are_escaped_not_lost(runworker):
-    hostile = hostile_tasks.raises_unstorable_text.enqueue()
+    hostile = hostile_tasks.raises_unstorable_text.enqueue().record
     bystanders = enqueue_bystanders("after-unstorable")
 
     run_burst(runworker)
@@ -137,7 +137,7 @@ def test_a_task_whose_module_fails_to_import_fails_with_the_import_error(
 
 @pytest.mark.parametrize("code", [0, 3])
 def test_a_task_that_exits_is_a_crash_of_its_attempt(runworker, code):
-    hostile = hostile_tasks.exits.enqueue(code)
+    hostile = hostile_tasks.exits.enqueue(code).record
     bystanders = enqueue_bystanders(f"after-exit-{code}")
 
     done = run_burst(runworker)

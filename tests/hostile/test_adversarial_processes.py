@@ -38,7 +38,7 @@ def assert_succeeded(task, result):
     [hostile_tasks.uses_multiprocessing_pool, hostile_tasks.uses_process_pool_executor],
 )
 def test_a_task_may_use_a_pool_of_processes(runworker, definition):
-    task = definition.enqueue([1, 2, 3])
+    task = definition.enqueue([1, 2, 3]).record
     bystanders = enqueue_bystanders("after-pool")
     run_burst(runworker)
     assert_succeeded(task, [1, 4, 9])
@@ -46,7 +46,7 @@ def test_a_task_may_use_a_pool_of_processes(runworker, definition):
 
 
 def test_a_task_may_run_a_program(runworker):
-    task = hostile_tasks.uses_subprocess.enqueue()
+    task = hostile_tasks.uses_subprocess.enqueue().record
     bystanders = enqueue_bystanders("after-subprocess")
     run_burst(runworker)
     assert_succeeded(task, 42)
@@ -54,7 +54,7 @@ def test_a_task_may_run_a_program(runworker):
 
 
 def test_a_process_a_task_starts_may_use_the_database_without_breaking_the_tasks(runworker):
-    task = hostile_tasks.uses_the_database_in_a_process.enqueue("from-a-process")
+    task = hostile_tasks.uses_the_database_in_a_process.enqueue("from-a-process").record
     bystanders = enqueue_bystanders("after-database-process")
     run_burst(runworker)
     # The process wrote through a connection of its own; the child's own still works.
@@ -64,7 +64,7 @@ def test_a_process_a_task_starts_may_use_the_database_without_breaking_the_tasks
 
 @pytest.mark.parametrize("fail_in_copy", [False, True])
 def test_a_forked_copy_returning_from_the_task_never_speaks_for_it(runworker, fail_in_copy):
-    task = hostile_tasks.forks_and_returns_in_both.enqueue(fail_in_copy)
+    task = hostile_tasks.forks_and_returns_in_both.enqueue(fail_in_copy).record
     bystanders = enqueue_bystanders("after-fork")
 
     done = run_burst(runworker)
@@ -78,7 +78,7 @@ def test_a_forked_copy_returning_from_the_task_never_speaks_for_it(runworker, fa
 
 
 def test_a_timed_out_task_takes_the_processes_it_started_with_it(runworker):
-    task = hostile_tasks.hangs_with_a_subprocess.enqueue("hung")
+    task = hostile_tasks.hangs_with_a_subprocess.enqueue("hung").record
     bystanders = enqueue_bystanders("after-hung")
 
     run_burst(runworker)
@@ -92,7 +92,7 @@ def test_a_timed_out_task_takes_the_processes_it_started_with_it(runworker):
 
 
 def test_a_hung_task_is_stopped_and_the_worker_keeps_serving(runworker):
-    task = tasks.hang.enqueue()
+    task = tasks.hang.enqueue().record
     bystanders = enqueue_bystanders("after-hang")
     run_burst(runworker)
     task.refresh_from_db()
@@ -102,7 +102,7 @@ def test_a_hung_task_is_stopped_and_the_worker_keeps_serving(runworker):
 
 
 def test_a_memory_hog_is_stopped_and_the_worker_keeps_serving(runworker):
-    task = tasks.grow_memory.enqueue()
+    task = tasks.grow_memory.enqueue().record
     bystanders = enqueue_bystanders("after-hog")
     run_burst(runworker, "--max-memory-per-child", "200")
     task.refresh_from_db()

@@ -58,10 +58,10 @@ def start_group_worker(worker_env, tmp_path):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_to_the_process_group_lets_running_tasks_finish(start_group_worker, signum):
-    sleeper = tasks.sleep_then_effect.enqueue("sleeper", 2)
+    sleeper = tasks.sleep_then_effect.enqueue("sleeper", 2).record
     # Its own program (sleep) must not get the worker's signal either.
-    program = hostile_tasks.runs_a_subprocess_then_effect.enqueue("program", 2)
-    waiting = [tasks.sleep_then_effect.enqueue(f"waiting-{n}", 0) for n in range(3)]
+    program = hostile_tasks.runs_a_subprocess_then_effect.enqueue("program", 2).record
+    waiting = [tasks.sleep_then_effect.enqueue(f"waiting-{n}", 0).record for n in range(3)]
     worker = start_group_worker("--concurrency", "2", "--grace", "30", env=FAST)
     until_started(worker, sleeper)
     until_started(worker, program)
@@ -80,7 +80,7 @@ def test_a_signal_to_the_process_group_lets_running_tasks_finish(start_group_wor
 
 def test_a_signal_to_every_process_of_the_worker_lets_running_tasks_finish(start_group_worker):
     """As systemd's default ``KillMode=control-group`` does: SIGTERM to each process."""
-    sleeper = tasks.sleep_then_effect.enqueue("every-process", 2)
+    sleeper = tasks.sleep_then_effect.enqueue("every-process", 2).record
     worker = start_group_worker("--concurrency", "2", "--grace", "30", env=FAST)
     until_started(worker, sleeper)
 
@@ -95,7 +95,7 @@ def test_a_signal_to_every_process_of_the_worker_lets_running_tasks_finish(start
 def test_past_the_grace_period_tasks_are_handed_back_with_their_processes_stopped(
     start_group_worker,
 ):
-    task = hostile_tasks.holds_a_subprocess_on_first_attempt.enqueue("outlasts-grace", 60)
+    task = hostile_tasks.holds_a_subprocess_on_first_attempt.enqueue("outlasts-grace", 60).record
     worker = start_group_worker("--grace", "0.5", env=FAST)
     until_started(worker, task)
     program = started_pid("outlasts-grace")
@@ -109,7 +109,7 @@ def test_past_the_grace_period_tasks_are_handed_back_with_their_processes_stoppe
 
 
 def test_a_second_signal_to_the_group_stops_at_once_and_still_hands_back(start_group_worker):
-    task = hostile_tasks.holds_a_subprocess_on_first_attempt.enqueue("second-signal", 60)
+    task = hostile_tasks.holds_a_subprocess_on_first_attempt.enqueue("second-signal", 60).record
     worker = start_group_worker("--grace", "300", env=FAST)
     until_started(worker, task)
     program = started_pid("second-signal")
@@ -128,8 +128,8 @@ def test_sigkill_after_sigterm_leaves_nothing_running_and_the_task_is_rescued(
     start_group_worker,
 ):
     """Kubernetes: SIGTERM, then SIGKILL to the group when its grace period is over."""
-    task = hostile_tasks.holds_a_subprocess_on_first_attempt.enqueue("killed", 60)
-    bystander = tasks.record_effect.enqueue("killed-bystander")
+    task = hostile_tasks.holds_a_subprocess_on_first_attempt.enqueue("killed", 60).record
+    bystander = tasks.record_effect.enqueue("killed-bystander").record
     worker = start_group_worker("--grace", "300", env=FAST)
     until_started(worker, task)
     program = started_pid("killed")

@@ -15,7 +15,7 @@ from jobs.error_records import (
 from jobs.exceptions import PermanentError
 from jobs.models import Task
 from jobs.states import Status
-from jobs.tasks import registry
+from jobs.tasks import enqueueing
 from jobs.tasks.registry import task
 from jobs.text import storable_text
 from tests.helpers import run_next
@@ -77,7 +77,6 @@ HUGE = 5_000_000
 
 
 @task(
-    name="tests.hostile.test_error_records.raises_a_huge_message",
     max_attempts=2,
     transient=(ValueError,),  # retried: two attempts, two entries
 )
@@ -85,7 +84,7 @@ def raises_a_huge_message(size):
     raise ValueError("head" + "x" * size + "tail")
 
 
-@task(name="tests.hostile.test_error_records.refuses_with_a_huge_user_message", max_attempts=1)
+@task(max_attempts=1)
 def refuses_with_a_huge_user_message(size):
     raise PermanentError("y" * size)
 
@@ -103,7 +102,7 @@ def test_bounded_keeps_the_head_and_the_tail_and_says_what_it_left_out():
 
 @pytest.mark.django_db
 def test_a_huge_exception_message_stores_a_bounded_record_each_attempt():
-    registry.enqueue(raises_a_huge_message, (HUGE,))
+    enqueueing.enqueue(raises_a_huge_message, (HUGE,))
     run_next()
     Task.objects.update(run_after=timezone.now())  # the retry is due at once
     task = run_next()
@@ -122,7 +121,7 @@ def test_a_huge_exception_message_stores_a_bounded_record_each_attempt():
 
 @pytest.mark.django_db
 def test_a_huge_user_message_is_cut_short():
-    registry.enqueue(refuses_with_a_huge_user_message, (HUGE,))
+    enqueueing.enqueue(refuses_with_a_huge_user_message, (HUGE,))
     task = run_next()
     assert task.status == Status.FAILED
     assert len(task.last_error) == MAX_USER_MESSAGE

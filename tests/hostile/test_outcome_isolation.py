@@ -181,7 +181,7 @@ def test_worker_records_batch_mates_once_and_stays_up(
     refuse_success, start_worker, settings_module
 ):
     """A real worker: one success refused among many; the others succeed on their first run."""
-    enqueued = [tasks.add.enqueue(n, 0) for n in range(40)]
+    enqueued = [tasks.add.enqueue(n, 0).record for n in range(40)]
     bad = enqueued[17]
     refuse_success([bad.pk])
 
@@ -199,7 +199,7 @@ def test_worker_records_batch_mates_once_and_stays_up(
     assert rows[bad.pk].attempts == 1
 
     # Still serving: a task enqueued now runs.
-    later = tasks.add.enqueue(100, 1)
+    later = tasks.add.enqueue(100, 1).record
     wait_for(
         lambda: Task.objects.filter(pk=later.pk, status=Status.SUCCEEDED).exists(),
         timeout=30,

@@ -204,7 +204,7 @@ def test_worker_fails_the_poisoned_task_once_and_runs_batch_mates_once(
     refuse_poison, start_worker, poisoned, what, raised
 ):
     before = enqueue_bystanders("before", 15)
-    bad = poisoned.enqueue("poisoned")
+    bad = poisoned.enqueue("poisoned").record
     after = enqueue_bystanders("after", 15)
 
     worker = start_worker(
@@ -234,7 +234,7 @@ def test_worker_fails_the_poisoned_task_once_and_runs_batch_mates_once(
     assert "child failed outside a task" not in worker.output
     assert "child exited" not in worker.output
 
-    later = tasks.add.enqueue(100, 1)  # still serving
+    later = tasks.add.enqueue(100, 1).record  # still serving
     wait_for(
         lambda: Task.objects.filter(pk=later.pk, status=Status.SUCCEEDED).exists(),
         timeout=30,

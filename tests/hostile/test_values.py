@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from jobs.exceptions import PayloadError
 from jobs.management.commands.runworker import queue_list
 from jobs.models import Task
-from jobs.tasks import registry
+from jobs.tasks import enqueueing, registry
+from jobs.tasks.django_api import InvalidTask
 from jobs.tasks.payload import MAX_DELAY_SECONDS
 from jobs.text import clean_text
 from jobs.worker.wire import task_from_values
@@ -60,7 +61,7 @@ def worker_view(task_id):
 @example(args=[-0.0], kwargs={})
 @example(args=[], kwargs={"k\x00": 1})
 def test_a_payload_is_stored_identically_or_refused(args, kwargs):
-    task = stored_or_refused(lambda: registry.enqueue(ADD, args, kwargs))
+    task = stored_or_refused(lambda: enqueueing.enqueue(ADD, args, kwargs))
     if task is None:
         return
     read = Task.objects.get(pk=task.pk)
@@ -77,7 +78,7 @@ def test_a_payload_is_stored_identically_or_refused(args, kwargs):
 @example(args=[2**63])
 def test_a_bulk_payload_is_stored_identically_or_refused(args):
     def enqueue():
-        (task_id,) = registry.enqueue_many(ADD, [(args, {})])
+        (task_id,) = enqueueing.enqueue_many(ADD, [(args, {})])
         return Task.objects.get(pk=task_id)
 
     task = stored_or_refused(enqueue)
@@ -102,8 +103,8 @@ identifiers = st.one_of(hostile_text, st.integers(0, 300).map(lambda n: "q" * n)
 def test_enqueue_options_are_stored_identically_or_refused(queue, key, priority):
     options = {"queue": queue, "idempotency_key": key, "priority": priority}
     for enqueue in (
-        lambda: registry.enqueue(ADD, (1, 2), **options),
-        lambda: registry.get_task(ADD).using(**options).enqueue(1, 2),
+        lambda: enqueueing.enqueue(ADD, (1, 2), **options),
+        lambda: registry.get_task(ADD).using(**options).enqueue(1, 2).record,
     ):
         task = stored_or_refused(enqueue)
         if task is not None:
@@ -117,7 +118,7 @@ def test_enqueue_options_are_stored_identically_or_refused(queue, key, priority)
 @given(summary=hostile_text)
 @example(summary="a\x00b\ud800" + "x" * 300)
 def test_a_summary_is_stored_as_given_or_mended_as_documented(summary):
-    task = stored_or_refused(lambda: registry.enqueue(ADD, (1, 2), summary=summary))
+    task = stored_or_refused(lambda: enqueueing.enqueue(ADD, (1, 2), summary=summary))
     read = Task.objects.get(pk=task.pk)
     assert read.summary == clean_text(summary, 255)
     if "\x00" not in summary and not any(0xD800 <= ord(c) <= 0xDFFF for c in summary):
@@ -131,7 +132,7 @@ def test_a_summary_is_stored_as_given_or_mended_as_documented(summary):
 @example(delay=-1e300)
 @example(delay=timedelta.max)
 def test_a_delay_is_applied_or_refused(delay):
-    task = stored_or_refused(lambda: registry.enqueue(ADD, (1, 2), delay=delay))
+    task = stored_or_refused(lambda: enqueueing.enqueue(ADD, (1, 2), delay=delay))
     if task is not None:
         read = Task.objects.get(pk=task.pk)
         assert read.run_after == task.run_after
@@ -146,13 +147,19 @@ def _delta(seconds):
 
 @pytest.mark.parametrize("max_attempts", [0, -1, 2**31, True, 1.5])
 def test_max_attempts_out_of_range_is_refused_not_replaced(max_attempts):
-    task = stored_or_refused(lambda: registry.enqueue(ADD, (1, 2), max_attempts=max_attempts))
+    task = stored_or_refused(lambda: enqueueing.enqueue(ADD, (1, 2), max_attempts=max_attempts))
     assert task is None
+
+
+def _declared_twice():  # at module level, as a task's function must be
+    pass
 
 
 def test_a_task_declared_with_max_attempts_zero_is_refused():
     with pytest.raises(PayloadError, match="max attempts"):
-        registry.task(lambda: None, name="tests.hostile.zero", max_attempts=0)
+        registry.task(max_attempts=0)(_declared_twice)
+    with pytest.raises(InvalidTask, match="max attempts"):  # Django's exception too
+        registry.task(max_attempts=0)(_declared_twice)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +190,7 @@ def run_after_entry_points(run_after):
     from tests.testapp import django_tasks
 
     def many():
-        (task_id,) = registry.enqueue_many(ADD, [(1, 2)], run_after=run_after)
+        (task_id,) = enqueueing.enqueue_many(ADD, [(1, 2)], run_after=run_after)
         return Task.objects.get(pk=task_id)
 
     def django_backend():
@@ -191,8 +198,8 @@ def run_after_entry_points(run_after):
         return Task.objects.get(pk=result.id)
 
     return {
-        "enqueue": lambda: registry.enqueue(ADD, (1, 2), run_after=run_after),
-        "using": lambda: registry.get_task(ADD).using(run_after=run_after).enqueue(1, 2),
+        "enqueue": lambda: enqueueing.enqueue(ADD, (1, 2), run_after=run_after),
+        "using": lambda: registry.get_task(ADD).using(run_after=run_after).enqueue(1, 2).record,
         "enqueue_many": many,
         "django_backend": django_backend,
     }
@@ -232,12 +239,12 @@ def test_a_naive_run_after_is_refused_everywhere(run_after):
 def test_a_run_after_out_of_range_says_why():
     far = datetime.now(UTC) + FAR + timedelta(days=2)
     with pytest.raises(PayloadError, match="more than 100 years"):
-        registry.enqueue(ADD, (1, 2), run_after=far)
+        enqueueing.enqueue(ADD, (1, 2), run_after=far)
 
 
 def test_an_int_out_of_range_is_refused_in_plain_words():
     with pytest.raises(PayloadError) as refused:
-        registry.enqueue(ADD, (2**63, 2))
+        enqueueing.enqueue(ADD, (2**63, 2))
     assert "outside the 64-bit range" in str(refused.value)
     assert "bits" not in str(refused.value).split("range")[0]
 
@@ -247,12 +254,12 @@ def test_an_int_out_of_range_is_refused_in_plain_words():
 )
 def test_args_and_kwargs_of_the_wrong_kind_are_refused(args, kwargs):
     with pytest.raises(PayloadError, match=r"must be a (list or a tuple|dict)"):
-        registry.enqueue(ADD, args, kwargs)
+        enqueueing.enqueue(ADD, args, kwargs)
     assert not Task.objects.exists()
 
 
 @pytest.mark.parametrize("batch_size", [0, -1, 1.5, None, True])
 def test_enqueue_many_refuses_a_batch_size_below_one(batch_size):
     with pytest.raises(ValueError, match="batch_size must be a whole number"):
-        registry.enqueue_many(ADD, [(1, 2)], batch_size=batch_size)
+        enqueueing.enqueue_many(ADD, [(1, 2)], batch_size=batch_size)
     assert not Task.objects.exists()

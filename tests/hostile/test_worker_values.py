@@ -19,10 +19,12 @@ WITHOUT_RECEIVERS = {"DJANGO_SETTINGS_MODULE": "tests.hostile.settings_without_r
 
 @pytest.mark.parametrize("env", [WITHOUT_RECEIVERS, {}], ids=["recorded-in-batches", "by-child"])
 def test_a_bad_return_value_fails_its_task_and_no_other(runworker, env):
-    good = [add.enqueue(n, 1) for n in range(3)]
-    bad = {kind: return_value.enqueue(kind) for kind in ("nul", "surrogate", "huge_int", "deep")}
-    good += [*(add.enqueue(n, 2) for n in range(3)), return_value.enqueue("fine")]
-    good.append(report.enqueue("Row 1"))
+    good = [add.enqueue(n, 1).record for n in range(3)]
+    bad = {
+        kind: return_value.enqueue(kind).record for kind in ("nul", "surrogate", "huge_int", "deep")
+    }
+    good += [*(add.enqueue(n, 2).record for n in range(3)), return_value.enqueue("fine").record]
+    good.append(report.enqueue("Row 1").record)
     # One child, so the bad tasks share their batches with the good ones.
     done = runworker("--burst", "--concurrency", "1", env=env)
     assert done.returncode == 0, done.stderr

@@ -10,7 +10,7 @@ from jobs.states import Status
 def test_a_worker_records_deferred_successes(runworker):
     from tests.testapp.tasks import add
 
-    tasks = [add.enqueue(n, 1) for n in range(20)]
+    tasks = [add.enqueue(n, 1).record for n in range(20)]
     done = runworker("--burst", "--concurrency", "3")
     assert done.returncode == 0, done.stderr
     for task in tasks:

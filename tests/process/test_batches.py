@@ -12,9 +12,9 @@ def test_a_task_hanging_inside_a_batch_is_stopped_and_the_rest_run(runworker):
     tasks behind it in its batch (and those done but not yet reported) are handed back."""
     from tests.testapp.tasks import add, hang
 
-    before = [add.enqueue(n, 1) for n in range(60)]
-    stuck = hang.enqueue()
-    after = [add.enqueue(n, 1) for n in range(60)]
+    before = [add.enqueue(n, 1).record for n in range(60)]
+    stuck = hang.enqueue().record
+    after = [add.enqueue(n, 1).record for n in range(60)]
     done = runworker("--burst", "--concurrency", "1", env={"JOBS_BATCH_SECONDS": "5"})
     assert done.returncode == 0, done.stderr
     assert "task handed back" in done.stderr  # it was in a batch, with tasks behind it

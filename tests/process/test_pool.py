@@ -34,7 +34,7 @@ def wait_for(predicate, seconds=20):
 def test_a_real_child_reports_its_successes_for_the_completer(started):
     pool, successes = started
 
-    task = add.enqueue(2, 3)
+    task = add.enqueue(2, 3).record
     pool.ready.extend(claim_for_dispatch(WORKER_ID, 1, lease_seconds=60))
     pool.dispatch()
     (child,) = pool.children
@@ -51,8 +51,8 @@ def test_a_real_child_reports_its_successes_for_the_completer(started):
 def test_a_child_that_dies_running_a_task_is_recorded_lost_and_replaced(started):
     pool, _ = started
 
-    dying = die_by_signal.enqueue()
-    behind = add.enqueue(1, 1)
+    dying = die_by_signal.enqueue().record
+    behind = add.enqueue(1, 1).record
     pool.ready.extend(claim_for_dispatch(WORKER_ID, 2, lease_seconds=60))
     pool.task_seconds = 0.001  # quick tasks: both in one batch
     pool.dispatch()
@@ -77,7 +77,7 @@ def test_a_child_that_dies_running_a_task_is_recorded_lost_and_replaced(started)
 def test_a_task_past_its_timeout_has_its_child_killed_and_its_loss_recorded(started):
     pool, _ = started
 
-    stuck = hang.enqueue()  # timeout=1
+    stuck = hang.enqueue().record  # timeout=1
     pool.ready.extend(claim_for_dispatch(WORKER_ID, 1, lease_seconds=60))
     pool.dispatch()
     (child,) = pool.children

@@ -40,7 +40,7 @@ def until_started(worker, task, timeout=30):
 
 
 def test_sigkill_mid_task_another_worker_finishes_it_once(start_worker):
-    task = tasks.slow_on_first_attempt.enqueue("killed-once", 60)
+    task = tasks.slow_on_first_attempt.enqueue("killed-once", 60).record
     first = start_worker("--concurrency", "1", env=FAST)
     until_started(first, task)
     first.signal(signal.SIGKILL)
@@ -58,7 +58,7 @@ def test_sigkill_mid_task_another_worker_finishes_it_once(start_worker):
 
 def test_a_long_task_on_a_healthy_worker_is_never_rescued(start_worker):
     """Four seconds on a one-second lease, two workers watching: it runs exactly once."""
-    task = tasks.sleep_then_effect.enqueue("long", 4)
+    task = tasks.sleep_then_effect.enqueue("long", 4).record
     start_worker("--concurrency", "1", env=FAST)
     start_worker("--concurrency", "1", env=FAST)
     task = until_status(task, Status.SUCCEEDED, Status.FAILED)
@@ -68,7 +68,7 @@ def test_a_long_task_on_a_healthy_worker_is_never_rescued(start_worker):
 
 
 def test_sigterm_lets_a_running_task_finish_within_grace(start_worker):
-    task = tasks.sleep_then_effect.enqueue("graceful", 1)
+    task = tasks.sleep_then_effect.enqueue("graceful", 1).record
     worker = start_worker("--grace", "20", env=FAST)
     until_started(worker, task)
     worker.signal(signal.SIGTERM)
@@ -81,7 +81,7 @@ def test_sigterm_lets_a_running_task_finish_within_grace(start_worker):
 def test_sigterm_hands_back_a_task_that_outlasts_grace_and_another_worker_takes_it(
     start_worker,
 ):
-    task = tasks.slow_on_first_attempt.enqueue("handed-back", 60)
+    task = tasks.slow_on_first_attempt.enqueue("handed-back", 60).record
     worker = start_worker("--grace", "0.5", env=FAST)
     until_started(worker, task)
     worker.signal(signal.SIGTERM)
@@ -99,7 +99,7 @@ def test_sigterm_hands_back_a_task_that_outlasts_grace_and_another_worker_takes_
 
 
 def test_a_second_signal_stops_at_once_and_still_hands_back(start_worker):
-    task = tasks.slow_on_first_attempt.enqueue("twice", 60)
+    task = tasks.slow_on_first_attempt.enqueue("twice", 60).record
     worker = start_worker("--grace", "300", env=FAST)
     until_started(worker, task)
     worker.signal(signal.SIGTERM)
@@ -111,8 +111,8 @@ def test_a_second_signal_stops_at_once_and_still_hands_back(start_worker):
 
 
 def test_hung_task_is_stopped_at_its_timeout_and_the_worker_keeps_serving(runworker):
-    hung = tasks.hang.enqueue()
-    others = [tasks.add.enqueue(i, i) for i in range(10)]
+    hung = tasks.hang.enqueue().record
+    others = [tasks.add.enqueue(i, i).record for i in range(10)]
     done = runworker("--burst", "--concurrency", "2")
     assert done.returncode == 0, done.stderr
     hung.refresh_from_db()
@@ -126,8 +126,8 @@ def test_hung_task_is_stopped_at_its_timeout_and_the_worker_keeps_serving(runwor
 
 @pytest.mark.parametrize("task_def", [tasks.exit_hard, tasks.die_by_signal])
 def test_a_task_that_kills_its_process_is_recorded_and_the_worker_lives(runworker, task_def):
-    crash = task_def.enqueue()
-    after = tasks.add.enqueue(2, 2)
+    crash = task_def.enqueue().record
+    after = tasks.add.enqueue(2, 2).record
     done = runworker("--burst", "--concurrency", "1")
     assert done.returncode == 0, done.stderr
     crash.refresh_from_db()
@@ -138,8 +138,8 @@ def test_a_task_that_kills_its_process_is_recorded_and_the_worker_lives(runworke
 
 
 def test_a_task_growing_without_bound_is_stopped_at_the_memory_limit(runworker):
-    hog = tasks.grow_memory.enqueue()
-    after = tasks.add.enqueue(1, 1)
+    hog = tasks.grow_memory.enqueue().record
+    after = tasks.add.enqueue(1, 1).record
     done = runworker("--burst", "--concurrency", "1", "--max-memory-per-child", "300")
     assert done.returncode == 0, done.stderr
     hog.refresh_from_db()
@@ -158,7 +158,7 @@ def test_children_are_recycled_after_n_tasks(runworker):
 
 
 def test_cancel_of_a_running_task_that_checks(start_worker):
-    task = tasks.checks_for_cancel.enqueue()
+    task = tasks.checks_for_cancel.enqueue().record
     worker = start_worker(env=FAST)
     until_started(worker, task)
     from jobs import transitions
@@ -169,8 +169,8 @@ def test_cancel_of_a_running_task_that_checks(start_worker):
 
 
 def test_cancel_of_a_running_task_that_never_checks(start_worker):
-    task = tasks.ignores_cancel.enqueue()
-    after = tasks.add.enqueue(3, 3)
+    task = tasks.ignores_cancel.enqueue().record
+    after = tasks.add.enqueue(3, 3).record
     worker = start_worker("--concurrency", "1", env=FAST)
     until_started(worker, task)
     from jobs import transitions
@@ -183,8 +183,8 @@ def test_cancel_of_a_running_task_that_never_checks(start_worker):
 def test_pending_and_retrying_tasks_cancel_at_once_and_never_run(runworker):
     from jobs import transitions
 
-    pending = tasks.record_effect.enqueue("never-pending")
-    retrying = tasks.record_effect.enqueue("never-retrying")
+    pending = tasks.record_effect.enqueue("never-pending").record
+    retrying = tasks.record_effect.enqueue("never-retrying").record
     Task.objects.filter(pk=retrying.pk).update(status=Status.RETRYING)
     for task in (pending, retrying):
         assert transitions.cancel(Task.objects.get(pk=task.pk)).value == "cancelled"
@@ -199,7 +199,7 @@ def test_delayed_task_starts_about_when_due(start_worker):
     start_worker("--poll-interval", poll)
     time.sleep(1)  # let it start and go idle
     due = timezone.now() + timezone.timedelta(seconds=2)
-    task = tasks.add.using(run_after=due).enqueue(1, 1)
+    task = tasks.add.using(run_after=due).enqueue(1, 1).record
     task = until_status(task, Status.SUCCEEDED, timeout=15)
     assert task.started_at >= due
     assert (task.started_at - due).total_seconds() < 1.5

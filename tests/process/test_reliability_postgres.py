@@ -24,7 +24,7 @@ def test_notify_wakes_an_idle_worker_well_before_its_poll(start_worker):
     wait_for(lambda: "worker started" in worker.output, message="worker start")
     latencies = []
     for i in range(5):
-        task = tasks.add.enqueue(i, i)
+        task = tasks.add.enqueue(i, i).record
         wait_for(
             lambda task=task: Task.objects.filter(pk=task.pk, status=Status.SUCCEEDED).exists(),
             timeout=10,
@@ -38,7 +38,7 @@ def test_notify_wakes_an_idle_worker_well_before_its_poll(start_worker):
 
 
 def test_worker_survives_its_connections_being_terminated(start_worker):
-    work = [tasks.write_and_pause.enqueue(f"k{i}") for i in range(60)]
+    work = [tasks.write_and_pause.enqueue(f"k{i}").record for i in range(60)]
     worker = start_worker("--concurrency", "2")
     stop = threading.Event()
 

@@ -12,9 +12,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
 
 
 def test_burst_worker_runs_tasks_to_succeeded_retrying_and_failed(runworker):
-    ok = [tasks.record_effect.enqueue(f"k{i}") for i in range(20)]
-    flaky = tasks.always_transient.enqueue()
-    broken = tasks.bad_file.enqueue()
+    ok = [tasks.record_effect.enqueue(f"k{i}").record for i in range(20)]
+    flaky = tasks.always_transient.enqueue().record
+    broken = tasks.bad_file.enqueue().record
     django_result = django_tasks.multiply.enqueue(3, 4)
 
     done = runworker("--burst", "--concurrency", "4")

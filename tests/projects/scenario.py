@@ -13,7 +13,7 @@ import django
 def enqueue():
     from tests.projects import tasks
 
-    ours = tasks.add.enqueue(2, 3)
+    ours = tasks.add.enqueue(2, 3).record
     theirs = tasks.multiply.enqueue(6, 7)
     return {"ours": str(ours.pk), "django": theirs.id}
 

@@ -1,0 +1,172 @@
+"""The one task object: Django's ``Task`` carrying jobs' options.
+
+``JobsTask`` is what ``@jobs.task`` returns and what Django's own ``@task`` returns for a
+backend of ``jobs.backends.DatabaseBackend`` (its ``task_class``): the same class, enqueued,
+scheduled, run, retried and shown the same way. On top of Django's fields (priority, queue,
+``run_after``, context) it carries jobs' policy (attempts, backoff, transient errors, timeout)
+and the options of one call, set with ``using()`` (owner, summary, idempotency key, delay).
+
+Free of jobs' models, like ``jobs.backends``, which must import before the app registry is
+ready (see there).
+"""
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobs.conf import jobs_settings
+from jobs.exceptions import PayloadError
+from jobs.tasks import registry
+from jobs.tasks.django_api import DjangoTask, InvalidTask
+from jobs.tasks.payload import check_int
+from jobs.tasks.retry import Backoff
+
+# The backend alias of tasks declared with ``@jobs.task``: jobs' table, through no entry of
+# settings.TASKS (a project needs none to use jobs). Their rows carry it (``Task.backend``).
+JOBS_API = ""
+
+MAX_ATTEMPTS_RANGE = (1, 2**31 - 1)
+
+
+class TaskOptionError(InvalidTask, PayloadError):
+    """A task's option refused: Django's ``InvalidTask``, and jobs' ``PayloadError`` (a
+    ``TypeError`` and ``ValueError``), whichever a caller catches."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobsTask(DjangoTask):
+    """A task jobs stores and runs: Django's ``Task`` with jobs' options.
+
+    Declared with ``@jobs.task(...)`` or Django's ``@task(...)`` (for a jobs backend), both
+    taking the options below as keywords; ``using()`` sets them, and the options of one call,
+    for the next enqueue. ``None`` means the default (``JOBS_DEFAULT_MAX_ATTEMPTS`` or the
+    backend's ``OPTIONS["MAX_ATTEMPTS"]``, the backoff settings, ``JOBS_DEFAULT_TIMEOUT``).
+    """
+
+    max_attempts: int | None = None
+    backoff: Backoff | None = None
+    # Exception types that mean "try again later" for this task, on top of connection errors
+    # and timeouts.
+    transient: tuple[type[BaseException], ...] = ()
+    timeout: float | None = None  # seconds an attempt may run before it is stopped
+    # The options of one call (``using``): not part of the task's declaration.
+    owner: Any = None
+    summary: str = ""
+    idempotency_key: str | None = None
+    delay: float | timedelta | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "transient", _checked_transient(self.transient))
+        if self.max_attempts is not None:
+            try:
+                check_int(self.max_attempts, "max attempts", *MAX_ATTEMPTS_RANGE)
+            except PayloadError as exc:
+                raise TaskOptionError(str(exc)) from None
+        if self.backoff is not None and not isinstance(self.backoff, Backoff):
+            raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
+        if self.timeout is not None and not _positive_seconds(self.timeout):
+            raise TaskOptionError(f"timeout must be a positive number of seconds: {self.timeout!r}")
+        DjangoTask.__post_init__(self)  # the backend's checks (Django's, and jobs')
+        registry.register(self)
+
+    def get_backend(self):
+        if self.backend == JOBS_API:
+            from jobs.backends import jobs_api_backend  # a cycle: it imports this module
+
+            return jobs_api_backend()
+        return DjangoTask.get_backend(self)
+
+    def using(  # Django's, with jobs' options
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: datetime | None = None,
+        backend: str | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        delay: float | timedelta | None = None,
+        owner: Any = None,
+        summary: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> "JobsTask":
+        """Return this task with the given options set (``None``: unchanged).
+
+        Django's options (``priority``, ``queue_name``, ``run_after``, ``backend``) and jobs':
+        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``delay`` (seconds or a
+        timedelta from the enqueue; it replaces ``run_after``, and the other way round),
+        ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
+        it), ``idempotency_key`` (an enqueue with a key already taken returns that task).
+        """
+        if queue is not None and queue_name is not None and queue != queue_name:
+            raise ValueError("Pass either queue or queue_name (the same option), not both.")
+        if run_after is not None and delay is not None:
+            raise ValueError("Pass either run_after or delay, not both.")
+        changes: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("priority", priority),
+                ("queue_name", queue_name if queue is None else queue),
+                ("backend", backend),
+                ("max_attempts", max_attempts),
+                ("owner", owner),
+                ("summary", summary),
+                ("idempotency_key", idempotency_key),
+            )
+            if value is not None
+        }
+        if run_after is not None:
+            changes.update(run_after=run_after, delay=None)
+        if delay is not None:
+            changes.update(delay=delay, run_after=None)
+        return replace(self, **changes)
+
+    @property
+    def queue(self) -> str:
+        """The queue the task's rows go to (Django calls it ``queue_name``)."""
+        return self.queue_name
+
+    def enqueue_many(self, calls, *, batch_size: int = 5000) -> list:
+        """Record many calls of this task in few statements; return the tasks' ids.
+
+        See ``jobs.tasks.enqueueing.enqueue_many``: each call is a tuple of arguments, or
+        ``(args, kwargs)``; this task's options apply to every one.
+        """
+        from jobs.tasks.enqueueing import enqueue_many  # jobs' models: app registry
+
+        return enqueue_many(self, calls, batch_size=batch_size)
+
+    def resolved_max_attempts(self) -> int:
+        """The attempts a new row of this task gets: its own, else its backend's default."""
+        if self.max_attempts is not None:
+            return self.max_attempts
+        return self.get_backend().max_attempts
+
+    def resolved_backoff(self) -> Backoff:
+        return self.backoff or registry.default_backoff()
+
+    def resolved_timeout(self) -> float:
+        return jobs_settings.DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+
+def _positive_seconds(value) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _checked_transient(types) -> tuple:
+    if isinstance(types, type):
+        types = (types,)
+    try:
+        types = tuple(types)
+    except TypeError:
+        raise TaskOptionError(f"transient must be exception types, not {types!r:.80}.") from None
+    for kind in types:
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise TaskOptionError(f"transient must be exception types; {kind!r:.80} is not one.")
+    return types
