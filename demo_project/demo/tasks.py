@@ -1,4 +1,9 @@
-"""Tasks of the demo product: contacts import, invitations, a report, and a prime count."""
+"""Tasks of the demo product: contacts import, invitations, a report, and a prime count.
+
+Written with Django's ``@task``: jobs is the backend (``settings.TASKS``), so its options
+(``max_attempts``, ``timeout``, ``transient``), context (progress, steps, cancellation) and
+``using(owner=..., summary=...)`` come with it.
+"""
 
 import csv
 import io
@@ -15,7 +20,12 @@ from django.urls import reverse
 from demo_project.demo import cleanup
 from demo_project.demo.imports import open_csv, read_rows
 from demo_project.demo.models import Contact, Invitation, Organisation, Report, Upload
-from jobs import PermanentError, task
+from jobs import PermanentError
+
+try:  # Django 6: Django's own task API, stored and run by jobs (settings.TASKS)
+    from django.tasks import task
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task
 
 IMPORT_CHUNK = 100
 MAX_ERRORS_SHOWN = 200  # broken rows listed to the owner; all are counted
@@ -28,7 +38,7 @@ def _pause(setting: str):
         time.sleep(seconds)
 
 
-@task(takes_context=True, queue="default", max_attempts=3, timeout=600)
+@task(takes_context=True, max_attempts=3, timeout=600)
 def import_contacts(context, upload_id: int):
     """Import an uploaded CSV of contacts in recorded steps: validate once, then chunk by chunk.
 
@@ -148,7 +158,7 @@ def _import_chunk(organisation_id: int, upload_id: int, chunk: list) -> dict:
     return {"created": created + len(new), "duplicates": duplicates}
 
 
-@task(takes_context=True, queue="default", max_attempts=5, transient=(OSError,))
+@task(takes_context=True, max_attempts=5, transient=(OSError,))
 def send_invites(context, organisation_id: int, emails: list, invited_by_id: int | None = None):
     """E-mail an invitation to each address, at most once per (organisation, e-mail)."""
     organisation = Organisation.objects.get(pk=organisation_id)
@@ -178,7 +188,7 @@ def _invite(organisation, email, invited_by_id):
     )
 
 
-@task(takes_context=True, queue="default", max_attempts=3, timeout=900)
+@task(takes_context=True, max_attempts=3, timeout=900)
 def build_report(context, organisation_id: int, owner_id: int, sections: int = 20):
     """Build a CSV of the organisation's contacts by e-mail domain, section by section."""
     organisation = Organisation.objects.get(pk=organisation_id)
