@@ -84,11 +84,18 @@ class DatabaseBackend(BaseTaskBackend):
 
     def __init__(self, alias, params):
         super().__init__(alias, params)
-        # Kept as given: check() reports a bad value (int(nan) here would crash every command).
-        self.max_attempts = self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
+
         # The tasks whose function passed Django's checks, with their context flag: validating a
         # task inspects its function's signature, and every using() validates its copy anew.
         self._valid_functions: set[tuple[object, bool]] = set()
+
+    @property
+    def max_attempts(self):
+        """The attempts of a task that sets none: ``OPTIONS["MAX_ATTEMPTS"]``, else the setting.
+
+        Kept as given: check() reports a bad value (int(nan) here would crash every command).
+        """
+        return self.options.get("MAX_ATTEMPTS", jobs_settings.DEFAULT_MAX_ATTEMPTS)
 
     def check(self, **kwargs):
         yield from super().check(**kwargs)

@@ -209,7 +209,7 @@ def _check_counts():
 
 
 def _check_enqueue_defaults():
-    """The default priority goes into every task's row: it must fit the column everywhere."""
+    """The default priority of @jobs.task tasks: within Django's range, as every priority is."""
     low, high = INT_RANGES["priority"]
     value = jobs_settings.DEFAULT_PRIORITY
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

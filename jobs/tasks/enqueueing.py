@@ -14,6 +14,8 @@ from jobs import signals
 from jobs.backends import DatabaseBackend
 from jobs.conf import jobs_settings
 from jobs.models import Task
+from jobs.tasks.definition import MAX_ATTEMPTS_RANGE
+from jobs.tasks.django_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY
 from jobs.tasks.inserting import SET_BY_ENQUEUE, insert_many, insert_one, new_task
 from jobs.tasks.payload import (
     check_delay,
@@ -168,7 +170,11 @@ def _real_owner(owner):
 
 _COLUMNS = {field.name: field for field in Task._meta.concrete_fields}
 # The range of each integer column, the same on every database (SQLite would store more).
-INT_RANGES = {"priority": (-32768, 32767), "max_attempts": (1, 2**31 - 1)}
+# The range of each integer column that every database holds; a priority's is Django's.
+INT_RANGES = {
+    "priority": (TASK_MIN_PRIORITY, TASK_MAX_PRIORITY),
+    "max_attempts": MAX_ATTEMPTS_RANGE,
+}
 
 
 def check_fields(values: dict | None = None, **fields) -> dict:

@@ -43,6 +43,7 @@ def task(
     function=None,
     *,
     queue: str | None = None,
+    queue_name: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
     backoff: Backoff | None = None,
@@ -56,8 +57,12 @@ def task(
     jobs' table without an entry in ``settings.TASKS``. ``transient`` names exception types that
     mean "try again later" for this task, on top of connection errors and timeouts;
     ``takes_context`` passes a context (progress, steps, cancellation) as the first argument,
-    which must be named ``context``. A priority is from -100 to 100, as in Django.
+    which must be named ``context``. A priority is from -100 to 100, as in Django; ``queue`` and
+    ``queue_name`` (Django's word) are the same option.
     """
+    if queue is not None and queue_name is not None and queue != queue_name:
+        raise ValueError("Pass either queue or queue_name (the same option), not both.")
+    queue = queue or queue_name
     from jobs.tasks.definition import JOBS_API, JobsTask  # a cycle: it imports this module
 
     def declare(func):

@@ -150,10 +150,16 @@ def test_options_the_backend_refuses_are_refused_when_declared(settings):
     with pytest.raises(ImproperlyConfigured, match="queue='reports'"):
         periodic.register("q", django_tasks.multiply, every=60, queue="reports")
     settings.JOBS_SCHEDULES = {
+        "q": {"task": "tests.testapp.django_tasks.multiply", "every": 60, "queue": "reports"}
+    }
+    (error,) = checks.check_schedules(None)
+    assert (error.id, "queue='reports'" in error.msg) == ("jobs.E202", True)
+    # A priority beyond Django's range is refused for every task, by the schedule's own check.
+    settings.JOBS_SCHEDULES = {
         "p": {"task": "tests.testapp.django_tasks.multiply", "every": 60, "priority": 500}
     }
     (error,) = checks.check_schedules(None)
-    assert (error.id, "priority=500" in error.msg) == ("jobs.E202", True)
+    assert (error.id, "priority" in error.msg) == ("jobs.E201", True)
 
 
 def test_a_removed_or_refused_django_task_is_logged_and_other_schedules_still_run(settings, caplog):
