@@ -3,6 +3,7 @@
 import json
 
 from jobs.models import Task
+from jobs.tasks.django_api import DjangoTask
 from jobs.tasks.payload import encode_payload
 
 ANY = object()  # a criterion not given: any value matches
@@ -22,7 +23,7 @@ def enqueued(
 ) -> list[Task]:
     """The task rows matching every criterion given, oldest first.
 
-    ``task`` is a ``@jobs.task`` task, a Django ``@task`` task, or a task's registered name.
+    ``task`` is a task (declared with ``@jobs.task`` or Django's ``@task``) or its dotted path.
     ``args`` (a list or tuple) and ``kwargs`` (a dict) match the stored arguments exactly, as
     JSON (a tuple is a list). ``owner`` is a user, a user's id, or None for tasks nobody owns.
     ``status`` is one status or a list of them; rows of every status match by default, so a
@@ -67,16 +68,12 @@ def assert_not_enqueued(task=None, **criteria):
 
 
 def _name_of(task) -> tuple[str, str | None]:
-    """The stored name of ``task``, and its backend alias when it is a Django task."""
+    """The stored name of ``task`` (its dotted path), and its backend alias (None: any)."""
     if isinstance(task, str):
         return task, None
-    module_path = getattr(task, "module_path", None)  # a Django Tasks task
-    if module_path is not None:
-        return module_path, task.backend
-    name = getattr(task, "name", None)  # a jobs task
-    if not isinstance(name, str):
+    if not isinstance(task, DjangoTask):
         raise TypeError(f"Pass a task or a task's name, not {task!r}.")
-    return name, ""
+    return task.module_path, task.backend
 
 
 def _pk(owner):
