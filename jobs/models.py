@@ -64,6 +64,11 @@ class Task(models.Model):
         db_index=False,
     )
 
+    # At most ``concurrency_limit`` tasks of one key run at once, across every worker: the claim
+    # decides (``jobs.sql``). NULL, not "": no key, no limit (docs/howto/flow-control.md).
+    concurrency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     run_after = models.DateTimeField(default=timezone.now, help_text="Not claimed before this.")
@@ -121,6 +126,18 @@ class Task(models.Model):
                 fields=["queue", "-priority", "run_after", "created_at", "id"],
                 name="jobs_task_queue_claimable_idx",
                 condition=Q(status__in=CLAIMABLE_STATUSES),
+            ),
+            # Concurrency keys (partial: rows without a key cost these nothing): a key's waiting
+            # tasks in claim order, and its running ones, which the claim counts.
+            models.Index(
+                fields=["concurrency_key", "-priority", "run_after", "created_at", "id"],
+                name="jobs_task_key_claimable_idx",
+                condition=Q(concurrency_key__isnull=False, status__in=CLAIMABLE_STATUSES),
+            ),
+            models.Index(
+                fields=["concurrency_key"],
+                name="jobs_task_key_running_idx",
+                condition=Q(concurrency_key__isnull=False, status=Status.RUNNING),
             ),
             # Rescue of tasks whose worker died.
             models.Index(

@@ -23,18 +23,34 @@ def quoted_statuses(statuses) -> str:
 # Claiming -------------------------------------------------------------------------------------
 
 
-def claim_pick(connection, queue_count: int) -> str:
-    """The due rows a claim takes, best first; parameters: now, *queues, limit.
-
-    Ties of priority and due time go in enqueue order (``created_at``, then ``id``, which
-    ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The
-    claim indexes hold all four columns, so the claim stays an index scan with no sort.
+def due_condition(connection, queue_count: int) -> str:
+    """The condition of a due row of the claimed queues, none paused; parameters: now, *queues.
 
     One queue is compared with ``=``, which the per-queue claim index serves in order; with
     ``IN`` and statistics that lag behind a burst of enqueues, PostgreSQL was seen to sort every
     waiting row of the queue instead (10 ms for 20,000 rows, at each claim).
     """
-    table = task_table(connection)
+    paused = connection.ops.quote_name(QueuePause._meta.db_table)
+    queue_filter = ""
+    if queue_count == 1:
+        queue_filter = "AND queue = %s"
+    elif queue_count:
+        queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})"
+    return f"""status IN ({quoted_statuses(states.CLAIM.sources)}) AND run_after <= %s
+        {queue_filter} AND queue NOT IN (SELECT queue FROM {paused})"""
+
+
+CLAIM_ORDER = "priority DESC, run_after, created_at, id"
+
+
+def claim_keys(connection, queue_count: int) -> str:
+    """The concurrency keys of due rows, each with its limit (the smallest its due rows set);
+    parameters: *queues, now.
+
+    Written so that only the partial index of waiting keyed rows serves it (its condition is
+    the index's, and no other index has a better one): with no keyed task, it reads an empty
+    index, whatever the backlog of other tasks.
+    """
     paused = connection.ops.quote_name(QueuePause._meta.db_table)
     queue_filter = ""
     if queue_count == 1:
@@ -42,11 +58,40 @@ def claim_pick(connection, queue_count: int) -> str:
     elif queue_count:
         queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})"
     return f"""
-        SELECT id FROM {table}
-        WHERE status IN ({quoted_statuses(states.CLAIM.sources)}) AND run_after <= %s
-            {queue_filter}
-            AND queue NOT IN (SELECT queue FROM {paused})
-        ORDER BY priority DESC, run_after, created_at, id
+        SELECT concurrency_key AS claim_key, min(concurrency_limit) AS claim_limit
+        FROM {task_table(connection)}
+        WHERE concurrency_key IS NOT NULL
+            AND status IN ({quoted_statuses(states.CLAIM.sources)})
+            {queue_filter} AND queue NOT IN (SELECT queue FROM {paused})
+        GROUP BY concurrency_key
+        HAVING min(run_after) <= %s
+    """
+
+
+def keyed_pick(connection, queue_count: int) -> str:
+    """The due rows of one key (``rooms.claim_key``), best first: the first ``rooms.room`` of
+    them may start. Parameters: now, *queues."""
+    return f"""
+        SELECT id FROM {task_table(connection)}
+        WHERE concurrency_key = rooms.claim_key AND {due_condition(connection, queue_count)}
+        ORDER BY {CLAIM_ORDER}
+    """
+
+
+def claim_pick(connection, queue_count: int) -> str:
+    """The due rows a claim takes, best first; parameters: now, *queues, limit.
+
+    A row with a concurrency key is taken only if it is among those the CTE ``allowed`` lets
+    start (per database: ``claim_keys``, then at most the room each key has left). Ties of
+    priority and due time go in enqueue order (``created_at``, then ``id``, which
+    ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The
+    claim indexes hold all four columns, so the claim stays an index scan with no sort.
+    """
+    return f"""
+        SELECT id FROM {task_table(connection)}
+        WHERE {due_condition(connection, queue_count)}
+            AND (concurrency_key IS NULL OR id IN (SELECT id FROM allowed))
+        ORDER BY {CLAIM_ORDER}
         LIMIT %s
     """
 
@@ -59,9 +104,12 @@ CLAIM_ASSIGNMENTS = f"""
 
 
 def claim_params(connection, *, now, queues, limit, worker_id, lease_expires_at) -> list:
-    """The parameters of ``claim_pick`` then ``CLAIM_ASSIGNMENTS``, in their order."""
+    """The parameters of a claim: ``claim_keys``, ``keyed_pick``, ``claim_pick``, then
+    ``CLAIM_ASSIGNMENTS``, in their order."""
     adapt = connection.ops.adapt_datetimefield_value
-    return [adapt(now), *queues, limit, worker_id, adapt(now), adapt(now), adapt(lease_expires_at)]
+    due = [adapt(now), *queues]
+    keys = [*queues, adapt(now)]
+    return [*keys, *due, *due, limit, worker_id, adapt(now), adapt(now), adapt(lease_expires_at)]
 
 
 # Outcomes of many attempts --------------------------------------------------------------------

@@ -23,9 +23,21 @@ CHECK_LIBRARY = False  # a server: nothing of this Python's to check
 
 def _claim_ctes(connection, queue_count: int) -> str:
     # The pick is a MATERIALIZED CTE: as a plain ``IN (subquery)`` the planner may run the
-    # ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``.
+    # ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``. So are the
+    # rooms: each key is locked and counted once (``jobs_claim_room``, migration 0011, locks
+    # the key for this transaction, or answers 0 when another claim holds it).
     pick = common.claim_pick(connection, queue_count)
     return f"""
+        rooms AS MATERIALIZED (
+            SELECT claim_key, jobs_claim_room(claim_key, claim_limit) AS room
+            FROM ({common.claim_keys(connection, queue_count)}) AS keys
+        ),
+        allowed AS MATERIALIZED (
+            SELECT keyed.id FROM rooms CROSS JOIN LATERAL (
+                {common.keyed_pick(connection, queue_count)} LIMIT rooms.room
+            ) AS keyed
+            WHERE rooms.room > 0
+        ),
         picked AS MATERIALIZED ({pick} FOR UPDATE SKIP LOCKED),
         claimed AS (
             UPDATE {common.task_table(connection)} AS task SET {common.CLAIM_ASSIGNMENTS}

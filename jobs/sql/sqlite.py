@@ -46,8 +46,26 @@ def claim_sql(connection, queue_count: int) -> str:
     lock: nothing to skip.
     """
     sources = common.quoted_statuses(states.CLAIM.sources)
+    table = common.task_table(connection)
+    # One writer at a time: the running tasks of a key are counted with nothing changing them.
     return f"""
-        WITH picked AS ({common.claim_pick(connection, queue_count)})
+        WITH rooms AS (
+            SELECT claim_key, claim_limit - (
+                SELECT count(*) FROM {table}
+                WHERE concurrency_key = keys.claim_key AND status = '{states.Status.RUNNING}'
+            ) AS room
+            FROM ({common.claim_keys(connection, queue_count)}) AS keys
+        ),
+        allowed AS (
+            SELECT id FROM (
+                SELECT keyed.id, rooms.room, row_number() OVER (
+                    PARTITION BY rooms.claim_key ORDER BY {common.CLAIM_ORDER}
+                ) AS place
+                FROM rooms JOIN {table} AS keyed ON keyed.concurrency_key = rooms.claim_key
+                WHERE rooms.room > 0 AND {common.due_condition(connection, queue_count)}
+            ) WHERE place <= room
+        ),
+        picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}
         WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
         RETURNING id, attempts, name, backend, priority, run_after, created_at, {_ROW_JSON}

@@ -19,7 +19,7 @@ from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.tasks import registry
 from jobs.tasks.django_api import DjangoTask, InvalidTask
-from jobs.tasks.payload import check_int
+from jobs.tasks.payload import check_int, check_name
 from jobs.tasks.retry import Backoff
 
 # The backend alias of tasks declared with ``@jobs.task``: jobs' table, through no entry of
@@ -27,6 +27,7 @@ from jobs.tasks.retry import Backoff
 JOBS_API = ""
 
 MAX_ATTEMPTS_RANGE = (1, 2**31 - 1)
+MAX_CONCURRENCY_KEY_LENGTH = 200  # Task.concurrency_key's max_length
 
 
 class TaskOptionError(InvalidTask, PayloadError):
@@ -50,6 +51,11 @@ class JobsTask(DjangoTask):
     # and timeouts.
     transient: tuple[type[BaseException], ...] = ()
     timeout: float | None = None  # seconds an attempt may run before it is stopped
+    # At most ``concurrency_limit`` tasks of ``concurrency_key`` run at once, on every worker
+    # together. A limit alone limits the task itself (its key is its dotted path); a key alone
+    # has a limit of 1. Usually set per call: ``using(concurrency_key=f"account:{id}")``.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
     # The options of one call (``using``): not part of the task's declaration.
     owner: Any = None
     summary: str = ""
@@ -61,6 +67,16 @@ class JobsTask(DjangoTask):
         if self.max_attempts is not None:
             try:
                 check_int(self.max_attempts, "max attempts", *MAX_ATTEMPTS_RANGE)
+            except PayloadError as exc:
+                raise TaskOptionError(str(exc)) from None
+        if self.concurrency_key is not None:
+            try:
+                check_name(self.concurrency_key, "concurrency key", MAX_CONCURRENCY_KEY_LENGTH)
+            except PayloadError as exc:
+                raise TaskOptionError(str(exc)) from None
+        if self.concurrency_limit is not None:
+            try:
+                check_int(self.concurrency_limit, "concurrency limit", *MAX_ATTEMPTS_RANGE)
             except PayloadError as exc:
                 raise TaskOptionError(str(exc)) from None
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
@@ -86,6 +102,8 @@ class JobsTask(DjangoTask):
         backend: str | None = None,
         queue: str | None = None,
         max_attempts: int | None = None,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
         delay: float | timedelta | None = None,
         owner: Any = None,
         summary: str | None = None,
@@ -94,7 +112,8 @@ class JobsTask(DjangoTask):
         """Return this task with the given options set (``None``: unchanged).
 
         Django's options (``priority``, ``queue_name``, ``run_after``, ``backend``) and jobs':
-        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``delay`` (seconds or a
+        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key`` and
+        ``concurrency_limit`` (see the class), ``delay`` (seconds or a
         timedelta from the enqueue; it replaces ``run_after``, and the other way round),
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
         it), ``idempotency_key`` (an enqueue with a key already taken returns that task).
@@ -110,6 +129,8 @@ class JobsTask(DjangoTask):
                 ("queue_name", queue_name if queue is None else queue),
                 ("backend", backend),
                 ("max_attempts", max_attempts),
+                ("concurrency_key", concurrency_key),
+                ("concurrency_limit", concurrency_limit),
                 ("owner", owner),
                 ("summary", summary),
                 ("idempotency_key", idempotency_key),
@@ -142,6 +163,12 @@ class JobsTask(DjangoTask):
         if self.max_attempts is not None:
             return self.max_attempts
         return self.get_backend().max_attempts
+
+    def resolved_concurrency(self) -> tuple[str | None, int | None]:
+        """The concurrency key and limit of a new row: none, or both (see the fields)."""
+        if self.concurrency_key is None and self.concurrency_limit is None:
+            return None, None
+        return self.concurrency_key or self.module_path, self.concurrency_limit or 1
 
     def resolved_backoff(self) -> Backoff:
         return self.backoff or registry.default_backoff()

@@ -69,8 +69,11 @@ def backend_of(task) -> DatabaseBackend:
 
 def row_fields(task) -> dict:
     """The columns of a new row of ``task``, from its declaration and its ``using()`` options."""
+    concurrency_key, concurrency_limit = task.resolved_concurrency()
     fields = {
         "name": task.module_path,
+        "concurrency_key": concurrency_key,
+        "concurrency_limit": concurrency_limit,
         "backend": task.backend,
         "queue": task.queue_name,
         "priority": task.priority,

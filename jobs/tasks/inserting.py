@@ -17,7 +17,8 @@ from jobs.sql.common import Inserts
 # The columns an enqueue sets; every other one takes its model default.
 SET_BY_ENQUEUE = (
     "id", "name", "backend", "queue", "priority", "payload", "summary", "idempotency_key",
-    "max_attempts", "run_after", "owner", "created_at", "updated_at",
+    "max_attempts", "run_after", "owner", "created_at", "updated_at", "concurrency_key",
+    "concurrency_limit",
 )  # fmt: skip
 
 _FIELDS = Task._meta.concrete_fields

@@ -50,6 +50,8 @@ def task(
     timeout: float | None = None,
     transient: tuple = (),
     takes_context: bool = False,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
 ):
     """Declare a task; use as ``@task`` or ``@task(queue="emails", max_attempts=5, ...)``.
 
@@ -57,8 +59,9 @@ def task(
     jobs' table without an entry in ``settings.TASKS``. ``transient`` names exception types that
     mean "try again later" for this task, on top of connection errors and timeouts;
     ``takes_context`` passes a context (progress, steps, cancellation) as the first argument,
-    which must be named ``context``. A priority is from -100 to 100, as in Django; ``queue`` and
-    ``queue_name`` (Django's word) are the same option.
+    which must be named ``context``. ``concurrency_key`` and ``concurrency_limit``: at most that
+    many tasks of the key run at once (docs/howto/flow-control.md). A priority is from -100 to
+    100, as in Django; ``queue`` and ``queue_name`` (Django's word) are the same option.
     """
     if queue is not None and queue_name is not None and queue != queue_name:
         raise ValueError("Pass either queue or queue_name (the same option), not both.")
@@ -76,6 +79,8 @@ def task(
             backoff=backoff,
             timeout=timeout,
             transient=transient,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
         )
 
     return declare(function) if function is not None else declare

@@ -141,3 +141,9 @@ def effect_once(key):
     time.sleep(0.1)
     once(f"effect:{key}", lambda: SideEffect.objects.create(key=key).pk)
     return key
+
+
+@task(max_attempts=5)
+def pause(seconds):
+    """Take ``seconds`` and do nothing else: tests of how many tasks run at once."""
+    time.sleep(seconds)
