@@ -116,16 +116,18 @@ class Task(models.Model):
         indexes = [
             # The claim query: only claimable rows are indexed, so a table of a million
             # finished tasks costs the claim nothing.
+            # Rows with a concurrency key are in the key's index instead: the claim reads these
+            # without walking past the waiting tasks of keys at their limit.
             models.Index(
                 fields=["-priority", "run_after", "created_at", "id"],
                 name="jobs_task_claimable_idx",
-                condition=Q(status__in=CLAIMABLE_STATUSES),
+                condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key__isnull=True),
             ),
             # The claim of a worker serving one queue: its due tasks in claim order.
             models.Index(
                 fields=["queue", "-priority", "run_after", "created_at", "id"],
                 name="jobs_task_queue_claimable_idx",
-                condition=Q(status__in=CLAIMABLE_STATUSES),
+                condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key__isnull=True),
             ),
             # Concurrency keys (partial: rows without a key cost these nothing): a key's waiting
             # tasks in claim order, and its running ones, which the claim counts.

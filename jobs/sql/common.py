@@ -43,28 +43,62 @@ def due_condition(connection, queue_count: int) -> str:
 CLAIM_ORDER = "priority DESC, run_after, created_at, id"
 
 
-def claim_keys(connection, queue_count: int) -> str:
-    """The concurrency keys of due rows, each with its limit (the smallest its due rows set);
-    parameters: *queues, now.
+def claim_keys(connection, queue_count: int, *, lateral: bool) -> str:
+    """CTEs ending in ``hopeful``: the concurrency keys a claim tries, each with the limit of
+    its next due row. Parameters: now, *queues, limit.
 
-    Written so that only the partial index of waiting keyed rows serves it (its condition is
-    the index's, and no other index has a better one): with no keyed task, it reads an empty
-    index, whatever the backlog of other tasks.
+    ``keys`` skips from key to key in the partial index of waiting keyed rows, one probe per
+    key (a loose index scan, as a recursive CTE: the statement starts ``WITH RECURSIVE``),
+    rather than reading every waiting row; with no keyed task it reads an empty index, whatever
+    the backlog of other tasks. ``firsts`` is each key's next due row. ``hopeful`` keeps the
+    keys that seemed to have room in this statement's snapshot, their next rows best first, as
+    many as the claim can take (``limit``): a key at its limit is passed over, so it never holds
+    back the others, and no more keys are locked and counted than can be used.
     """
-    paused = connection.ops.quote_name(QueuePause._meta.db_table)
-    queue_filter = ""
-    if queue_count == 1:
-        queue_filter = "AND queue = %s"
-    elif queue_count:
-        queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})"
+    table = task_table(connection)
+    waiting = f"status IN ({quoted_statuses(states.CLAIM.sources)})"
+    due = due_condition(connection, queue_count)
+
+    def next_due(columns: str) -> str:
+        return f"""
+            SELECT {columns} FROM {table}
+            WHERE concurrency_key = keys.claim_key AND {due}
+            ORDER BY {CLAIM_ORDER} LIMIT 1
+        """
+
+    if lateral:  # PostgreSQL: one index probe per key, the row's columns at once
+        row = next_due("id, concurrency_limit, priority, run_after, created_at")
+        firsts = f"""firsts AS (
+            SELECT keys.claim_key, next_due.* FROM keys CROSS JOIN LATERAL ({row}) AS next_due
+            WHERE keys.claim_key IS NOT NULL
+        )"""
+    else:  # SQLite, which has no LATERAL: the next row's id, then the row by its id
+        firsts = f"""firsts AS (
+            SELECT ids.claim_key, task.* FROM (
+                SELECT claim_key, ({next_due("id")}) AS first_id
+                FROM keys WHERE claim_key IS NOT NULL
+            ) AS ids JOIN {table} AS task ON task.id = ids.first_id
+        )"""
     return f"""
-        SELECT concurrency_key AS claim_key, min(concurrency_limit) AS claim_limit
-        FROM {task_table(connection)}
-        WHERE concurrency_key IS NOT NULL
-            AND status IN ({quoted_statuses(states.CLAIM.sources)})
-            {queue_filter} AND queue NOT IN (SELECT queue FROM {paused})
-        GROUP BY concurrency_key
-        HAVING min(run_after) <= %s
+        keys(claim_key) AS (
+            SELECT min(concurrency_key) FROM {table}
+            WHERE concurrency_key IS NOT NULL AND {waiting}
+            UNION ALL
+            SELECT (
+                SELECT min(concurrency_key) FROM {table}
+                WHERE concurrency_key > keys.claim_key AND {waiting}
+            ) FROM keys WHERE keys.claim_key IS NOT NULL
+        ),
+        {firsts},
+        hopeful AS (
+            SELECT first.claim_key, first.concurrency_limit AS claim_limit FROM firsts AS first
+            WHERE first.concurrency_limit > (
+                SELECT count(*) FROM {table}
+                WHERE concurrency_key = first.claim_key AND status = '{states.Status.RUNNING}'
+            )
+            ORDER BY first.priority DESC, first.run_after, first.created_at, first.id
+            LIMIT %s
+        )
     """
 
 
@@ -78,19 +112,38 @@ def keyed_pick(connection, queue_count: int) -> str:
     """
 
 
-def claim_pick(connection, queue_count: int) -> str:
-    """The due rows a claim takes, best first; parameters: now, *queues, limit.
+def claim_candidates(connection, queue_count: int) -> str:
+    """The rows a claim may take: the best ``limit`` without a concurrency key (their claim
+    index holds no keyed row), and the keyed rows the CTE ``allowed`` lets start (per database:
+    the first of each key, up to the room it has left). Parameters: now, *queues, limit.
 
-    A row with a concurrency key is taken only if it is among those the CTE ``allowed`` lets
-    start (per database: ``claim_keys``, then at most the room each key has left). Ties of
-    priority and due time go in enqueue order (``created_at``, then ``id``, which
-    ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The
-    claim indexes hold all four columns, so the claim stays an index scan with no sort.
+    A CTE of its own, computed once: as a subquery of the pick, PostgreSQL was seen to run it
+    again for every row it scanned (5 s for one claim of 3,500 waiting rows).
+    """
+    table = task_table(connection)
+    return f"""
+        SELECT id FROM (
+            SELECT id FROM {table}
+            WHERE {due_condition(connection, queue_count)} AND concurrency_key IS NULL
+            ORDER BY {CLAIM_ORDER} LIMIT %s
+        ) AS plain
+        UNION ALL SELECT id FROM allowed
+    """
+
+
+def claim_pick(connection, queue_count: int, among="id IN (SELECT id FROM candidates)") -> str:
+    """The rows a claim takes among the ``candidates`` CTE, best first; parameters: now,
+    *queues, limit. ``among``: the condition that picks the candidates, as the database finds
+    them by primary key (see ``jobs.sql.postgresql``).
+
+    Ties of priority and due time go in enqueue order (``created_at``, then ``id``, which
+    ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The due
+    condition is checked again here, so that a row another claim took meanwhile fails it when
+    ``FOR UPDATE`` rereads the row (PostgreSQL).
     """
     return f"""
         SELECT id FROM {task_table(connection)}
-        WHERE {due_condition(connection, queue_count)}
-            AND (concurrency_key IS NULL OR id IN (SELECT id FROM allowed))
+        WHERE {due_condition(connection, queue_count)} AND {among}
         ORDER BY {CLAIM_ORDER}
         LIMIT %s
     """
@@ -104,12 +157,12 @@ CLAIM_ASSIGNMENTS = f"""
 
 
 def claim_params(connection, *, now, queues, limit, worker_id, lease_expires_at) -> list:
-    """The parameters of a claim: ``claim_keys``, ``keyed_pick``, ``claim_pick``, then
-    ``CLAIM_ASSIGNMENTS``, in their order."""
+    """The parameters of a claim, in the order its parts take them."""
     adapt = connection.ops.adapt_datetimefield_value
     due = [adapt(now), *queues]
-    keys = [*queues, adapt(now)]
-    return [*keys, *due, *due, limit, worker_id, adapt(now), adapt(now), adapt(lease_expires_at)]
+    assignments = [worker_id, adapt(now), adapt(now), adapt(lease_expires_at)]
+    # claim_keys, keyed_pick, claim_candidates, claim_pick, CLAIM_ASSIGNMENTS
+    return [*due, limit, *due, *due, limit, *due, limit, *assignments]
 
 
 # Outcomes of many attempts --------------------------------------------------------------------

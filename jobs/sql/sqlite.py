@@ -49,12 +49,13 @@ def claim_sql(connection, queue_count: int) -> str:
     table = common.task_table(connection)
     # One writer at a time: the running tasks of a key are counted with nothing changing them.
     return f"""
-        WITH rooms AS (
+        WITH RECURSIVE {common.claim_keys(connection, queue_count, lateral=False)},
+        rooms AS (
             SELECT claim_key, claim_limit - (
                 SELECT count(*) FROM {table}
-                WHERE concurrency_key = keys.claim_key AND status = '{states.Status.RUNNING}'
+                WHERE concurrency_key = hopeful.claim_key AND status = '{states.Status.RUNNING}'
             ) AS room
-            FROM ({common.claim_keys(connection, queue_count)}) AS keys
+            FROM hopeful
         ),
         allowed AS (
             SELECT id FROM (
@@ -65,6 +66,7 @@ def claim_sql(connection, queue_count: int) -> str:
                 WHERE rooms.room > 0 AND {common.due_condition(connection, queue_count)}
             ) WHERE place <= room
         ),
+        candidates AS ({common.claim_candidates(connection, queue_count)}),
         picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}
         WHERE id IN (SELECT id FROM picked) AND status IN ({sources})

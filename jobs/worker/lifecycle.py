@@ -166,8 +166,16 @@ class Worker:
             else:
                 claimed = self._collect_claim()
                 pool.dispatch()
-                if self.burst and claimed == [] and not pool.busy() and not pool.waiting():
-                    return  # the last claim found nothing, and nothing runs
+                if (
+                    self.burst
+                    and claimed == []
+                    and not pool.busy()
+                    and not pool.waiting()
+                    and not self.completer.task_ids()
+                ):
+                    # The last claim found nothing, nothing runs, and no success waits to be
+                    # written (one that does may free a concurrency key's room for the next).
+                    return
                 self.leases.heartbeat()
                 self.maintenance.run_if_due()
                 self._claim()
