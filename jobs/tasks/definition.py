@@ -19,7 +19,7 @@ from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.tasks import registry
 from jobs.tasks.django_api import DjangoTask, InvalidTask
-from jobs.tasks.payload import check_int
+from jobs.tasks.payload import check_delay, check_int, check_name
 from jobs.tasks.retry import Backoff
 
 # The backend alias of tasks declared with ``@jobs.task``: jobs' table, through no entry of
@@ -27,6 +27,7 @@ from jobs.tasks.retry import Backoff
 JOBS_API = ""
 
 MAX_ATTEMPTS_RANGE = (1, 2**31 - 1)
+MAX_IDEMPOTENCY_KEY_LENGTH = 255  # jobs.models.Task.idempotency_key's max_length
 
 
 class TaskOptionError(InvalidTask, PayloadError):
@@ -67,6 +68,8 @@ class JobsTask(DjangoTask):
             raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
         if self.timeout is not None and not _positive_seconds(self.timeout):
             raise TaskOptionError(f"timeout must be a positive number of seconds: {self.timeout!r}")
+        if self.owner is not None or self.delay is not None or self.idempotency_key is not None:
+            _check_call_options(self)
         DjangoTask.__post_init__(self)  # the backend's checks (Django's, and jobs')
         registry.register(self)
 
@@ -157,6 +160,25 @@ def _positive_seconds(value) -> bool:
         and math.isfinite(value)
         and value > 0
     )
+
+
+def _check_call_options(task: JobsTask):
+    """Refuse a bad owner, delay or idempotency key when ``using()`` sets it, not at enqueue."""
+    try:
+        if task.delay is not None:
+            check_delay(task.delay)
+        if task.idempotency_key is not None:
+            check_name(task.idempotency_key, "idempotency key", MAX_IDEMPOTENCY_KEY_LENGTH)
+    except PayloadError as exc:
+        raise TaskOptionError(str(exc)) from None
+    owner = task.owner
+    if owner is not None and getattr(owner, "is_authenticated", None) is not False:
+        from django.contrib.auth import get_user_model  # a user: the app registry is ready
+
+        if not isinstance(owner, get_user_model()) or owner.pk is None:
+            raise TaskOptionError(
+                f"The owner must be a saved user (or AnonymousUser: no owner), not {owner!r:.80}."
+            )
 
 
 def _checked_transient(types) -> tuple:
