@@ -268,3 +268,23 @@ def test_a_row_of_a_django_task_runs_by_its_dotted_path():
     assert drain().succeeded == 1
     row.refresh_from_db()
     assert (row.status, row.result) == (Status.SUCCEEDED, 9)
+
+
+@pytest.mark.parametrize("twin", [add_django, twin_tasks.flaky_jobs], ids=["django", "jobs"])
+def test_get_result_equals_the_result_of_an_enqueue_with_using_options(twin):
+    """Django's contract: ``get_result(id) == enqueue()``, whatever ``using()`` set; the options
+    of the call are the row's (``result.record``), the result's task is the declared one."""
+    owner = UserFactory()
+    for options in (
+        {"owner": owner, "summary": "Sum", "idempotency_key": "k", "max_attempts": 7},
+        {"delay": 60},
+        {"priority": 3, "max_attempts": 1},
+    ):
+        result = twin.using(**options).enqueue(1, 2)
+        assert twin.get_result(result.id) == result
+        assert result.task.owner is None
+        assert result.task.max_attempts == twin.max_attempts
+        assert result.record.summary == options.get("summary", "")
+        assert result.record.max_attempts == options.get(
+            "max_attempts", 3 if twin is add_django else 2
+        )
