@@ -199,8 +199,9 @@ def test_a_hostile_queue_is_refused_at_declaration(queue):
         jobs.task(queue=queue or "\t")(module_level)  # jobs' empty queue is the default one
 
 
-def test_jobs_task_takes_queue_and_djangos_takes_queue_name():
+def test_jobs_task_takes_queue_or_queue_name_and_djangos_takes_queue_name():
     assert jobs.task(queue="emails")(module_level).queue_name == "emails"
+    assert jobs.task(queue_name="emails")(module_level).queue == "emails"
     assert django_task(queue_name="default")(module_level).queue == "default"
     # A Django backend takes the queues of its QUEUES (Django's default: "default" only).
     with pytest.raises(TaskOptionError, match="not valid for backend"):
