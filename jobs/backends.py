@@ -152,7 +152,7 @@ class DatabaseBackend(BaseTaskBackend):
         payload, payload_text = encode_payload(args, kwargs)
         row = create_task(payload=payload, payload_text=payload_text, **row_fields(task))
         signalled = row.created and self.alias != JOBS_API
-        result = to_task_result(row, task) if with_result or signalled else None
+        result = to_task_result(row, as_declared(task)) if with_result or signalled else None
         if signalled:
             task_enqueued.send(type(self), task_result=result)
         return row, result
@@ -192,6 +192,20 @@ def as_jobs_task(task: DjangoTask) -> JobsTask:
         run_after=task.run_after,
         takes_context=task.takes_context,
     )
+
+
+def as_declared(task: JobsTask) -> JobsTask:
+    """``task`` as declared, without what ``using()`` set for one call (owner, summary...).
+
+    A result's ``task`` is the declared one with the row's priority, queue, backend and
+    ``run_after`` (``to_task_result``), whether enqueue or ``get_result`` built it, so the two
+    are equal as Django's contract wants; the row (``result.record``) keeps the call's options.
+    """
+    try:
+        declared = get_task(task.module_path)
+    except UnknownTaskError:
+        return task
+    return declared if declared.func is task.func else task
 
 
 def load_task(row: "Task") -> JobsTask:

@@ -19,7 +19,7 @@ from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.tasks import registry
 from jobs.tasks.django_api import DjangoTask, InvalidTask
-from jobs.tasks.payload import check_int, check_name
+from jobs.tasks.payload import check_delay, check_int, check_name
 from jobs.tasks.retry import Backoff
 
 # The backend alias of tasks declared with ``@jobs.task``: jobs' table, through no entry of
@@ -27,7 +27,8 @@ from jobs.tasks.retry import Backoff
 JOBS_API = ""
 
 MAX_ATTEMPTS_RANGE = (1, 2**31 - 1)
-MAX_CONCURRENCY_KEY_LENGTH = 200  # Task.concurrency_key's max_length
+MAX_CONCURRENCY_KEY_LENGTH = 200  # jobs.models.Task.concurrency_key's max_length
+MAX_IDEMPOTENCY_KEY_LENGTH = 255  # jobs.models.Task.idempotency_key's max_length
 
 
 class TaskOptionError(InvalidTask, PayloadError):
@@ -64,25 +65,25 @@ class JobsTask(DjangoTask):
 
     def __post_init__(self):
         object.__setattr__(self, "transient", _checked_transient(self.transient))
-        if self.max_attempts is not None:
-            try:
+        try:  # jobs' value checks, each a PayloadError: refused here as a task option
+            if self.max_attempts is not None:
                 check_int(self.max_attempts, "max attempts", *MAX_ATTEMPTS_RANGE)
-            except PayloadError as exc:
-                raise TaskOptionError(str(exc)) from None
-        if self.concurrency_key is not None:
-            try:
+            if self.concurrency_key is not None:
                 check_name(self.concurrency_key, "concurrency key", MAX_CONCURRENCY_KEY_LENGTH)
-            except PayloadError as exc:
-                raise TaskOptionError(str(exc)) from None
-        if self.concurrency_limit is not None:
-            try:
+            if self.concurrency_limit is not None:
                 check_int(self.concurrency_limit, "concurrency limit", *MAX_ATTEMPTS_RANGE)
-            except PayloadError as exc:
-                raise TaskOptionError(str(exc)) from None
+            if self.delay is not None:
+                check_delay(self.delay)
+            if self.idempotency_key is not None:
+                check_name(self.idempotency_key, "idempotency key", MAX_IDEMPOTENCY_KEY_LENGTH)
+        except PayloadError as exc:
+            raise TaskOptionError(str(exc)) from None
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
             raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
         if self.timeout is not None and not _positive_seconds(self.timeout):
             raise TaskOptionError(f"timeout must be a positive number of seconds: {self.timeout!r}")
+        if self.owner is not None:
+            _check_owner(self.owner)
         DjangoTask.__post_init__(self)  # the backend's checks (Django's, and jobs')
         registry.register(self)
 
@@ -184,6 +185,18 @@ def _positive_seconds(value) -> bool:
         and math.isfinite(value)
         and value > 0
     )
+
+
+def _check_owner(owner):
+    """Refuse an owner that is no saved user when ``using()`` sets it, not at enqueue."""
+    if getattr(owner, "is_authenticated", None) is False:
+        return  # AnonymousUser: no owner
+    from django.contrib.auth import get_user_model  # a user: the app registry is ready
+
+    if not isinstance(owner, get_user_model()) or owner.pk is None:
+        raise TaskOptionError(
+            f"The owner must be a saved user (or AnonymousUser: no owner), not {owner!r:.80}."
+        )
 
 
 def _checked_transient(types) -> tuple:

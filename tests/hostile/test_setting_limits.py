@@ -61,6 +61,8 @@ def test_the_defaults_pass(settings):
         ("MAX_TASKS_PER_CHILD", 10**30, "at most"),
         ("MAX_MEMORY_PER_CHILD", float("inf"), "whole number"),
         ("PRUNE_BATCH_SIZE", 10**9, "at most 100,000"),
+        ("DEFAULT_PRIORITY", 101, "from -100 to 100"),  # Django's range: @jobs.task's default
+        ("DEFAULT_PRIORITY", -32768, "from -100 to 100"),
     ],
 )
 def test_bad_values_are_reported(settings, name, value, fragment):
