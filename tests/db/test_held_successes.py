@@ -182,6 +182,7 @@ def test_one_task_result_for_the_attempt_as_djangos_own_backends_send():
     from tests.testapp import django_tasks
 
     django_tasks.kept_contexts.clear()
+    django_tasks.kept_statuses.clear()
     task = TaskFactory(
         running=True, name="tests.testapp.django_tasks.keep_context", backend="default",
         payload={"args": [1, "two"], "kwargs": {"three": None}},
