@@ -296,8 +296,8 @@ def to_task_result(
     return result
 
 
-# Where a row keeps the TaskResult of its attempt (``attempt_result``): its own attribute, so that
-# attempts run side by side in one process each keep theirs.
+# Where a row keeps the TaskResult of its attempt (``attempt_result``), with the attempt's number:
+# its own attribute, so that attempts run side by side in one process each keep theirs.
 _ATTEMPT_RESULT = "_jobs_attempt_result"
 
 
@@ -313,8 +313,8 @@ def attempt_result(
     else changes with a success). Any other change of status (a failure, a retry, a
     cancellation, whose errors change too) builds it anew. ``forget_attempt_result`` drops it.
     """
-    result = row.__dict__.get(_ATTEMPT_RESULT)
-    if result is not None:
+    attempt, result = row.__dict__.get(_ATTEMPT_RESULT, (None, None))
+    if result is not None and attempt == row.attempts:  # not one kept from an earlier attempt
         status = STATUS_MAP[row.status]
         if status == result.status:
             return result
@@ -323,7 +323,8 @@ def attempt_result(
             object.__setattr__(result, "finished_at", row.finished_at)
             object.__setattr__(result, "_return_value", row.result)
             return result
-    result = row.__dict__[_ATTEMPT_RESULT] = to_task_result(row, task, bound)
+    result = to_task_result(row, task, bound)
+    row.__dict__[_ATTEMPT_RESULT] = (row.attempts, result)
     return result
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.backends import TaskResultStatus, task_finished, task_started
+from jobs.backends import TaskResultStatus, load_task, task_finished, task_started
 from jobs.execution import finishing
 from jobs.models import Task
 from jobs.states import Status
@@ -262,3 +262,17 @@ def test_a_results_arguments_are_normalised_as_djangos_own(args, kwargs, normali
     assert (type(ours.args), type(ours.kwargs)) == (list, dict)
     assert ours.args is not args  # copies, as Django's are
     assert ours.kwargs is not kwargs
+
+
+def test_a_result_kept_from_an_earlier_attempt_is_not_reused():
+    """A row instance run again (a test helper, say) gets a result of its new attempt."""
+    from jobs.backends import attempt_result
+
+    task = running_multiply(1, 1)
+    django_task = load_task(task)
+    first = attempt_result(task, django_task)
+    assert attempt_result(task, django_task) is first  # the same attempt: the same result
+    task.attempts += 1  # claimed again, its on_finish never called for the first attempt
+    second = attempt_result(task, django_task)
+    assert second is not first
+    assert attempt_result(task, django_task) is second
