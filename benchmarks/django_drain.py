@@ -24,20 +24,12 @@ from benchmarks.workers import Report, drain, setup_django, vendor  # noqa: E402
 
 
 def enqueue_django(count: int):
-    """Queue ``count`` calls of ``benchmarks.tasks.django_noop`` in bulk (Django has no bulk
-    enqueue): the rows of the jobs no-op, renamed to the Django task, as its backend stores them."""
-    from django.db.models import F
-
+    """Queue ``count`` calls of ``benchmarks.tasks.django_noop`` in bulk: Django has no bulk
+    enqueue, jobs' task object has (``enqueue_many``), rows as its backend stores them (due at
+    their creation, ``run_after == created_at``: not deferred to Django's API)."""
     from benchmarks import tasks
-    from jobs.models import Task
 
-    tasks.noop.enqueue_many([(n,) for n in range(count)])
-    # Due at their creation, as the backend stores a task that is not deferred
-    # (jobs.tasks.enqueueing.create_task); enqueue_many's run_after is a later now(), which made
-    # every row look deferred to Django's API, its TaskResult built without the worker's cache.
-    Task.objects.update(
-        name=tasks.django_noop.module_path, backend="default", run_after=F("created_at")
-    )
+    tasks.django_noop.enqueue_many([(n,) for n in range(count)])
 
 
 def children_cpu_seconds() -> float:

@@ -38,7 +38,7 @@ from jobs.tasks.django_api import (
     task_finished,
     task_started,
 )
-from jobs.tasks.payload import check_queue_name, encode_payload
+from jobs.tasks.payload import check_queue_name, encode_payload, is_flat
 from jobs.tasks.registry import get_task
 
 if TYPE_CHECKING:
@@ -226,6 +226,17 @@ class JobsTaskResult(TaskResult):
 
     __slots__ = ("_record",)
 
+    def __post_init__(self):
+        # Django's normalises the arguments to JSON's types value by value (a third of building
+        # a result); flat ones, as most calls' are, are JSON's types already: copied, as Django's
+        # would be, not walked. Anything else is Django's to normalise.
+        args, kwargs = self.args, self.kwargs
+        if type(args) is list and type(kwargs) is dict and is_flat(args, kwargs):
+            object.__setattr__(self, "args", list(args))
+            object.__setattr__(self, "kwargs", dict(kwargs))
+        else:
+            TaskResult.__post_init__(self)
+
     @property
     def record(self) -> "Task":
         """jobs' row of this task: its status in jobs' words (``retrying``, ``cancelled``),
@@ -297,6 +308,43 @@ def to_task_result(
     object.__setattr__(result, "_return_value", row.result)
     object.__setattr__(result, "_record", row)
     return result
+
+
+# Where a row keeps the TaskResult of its attempt (``attempt_result``), with the attempt's number:
+# its own attribute, so that attempts run side by side in one process each keep theirs.
+_ATTEMPT_RESULT = "_jobs_attempt_result"
+
+
+def attempt_result(
+    row: "Task", task: DjangoTask, bound: DjangoTask | None = None
+) -> JobsTaskResult:
+    """The TaskResult of the attempt ``row`` is, one object for the whole attempt.
+
+    Django's own backends send one object to ``task_started``, the task's context and
+    ``task_finished``, setting its fields as the attempt goes (``ImmediateBackend``); so does the
+    worker. Built at the attempt's start (``to_task_result``); once the row records the attempt's
+    success, the same object is brought up to it (status, finish time, return value: nothing
+    else changes with a success). Any other change of status (a failure, a retry, a
+    cancellation, whose errors change too) builds it anew. ``forget_attempt_result`` drops it.
+    """
+    attempt, result = row.__dict__.get(_ATTEMPT_RESULT, (None, None))
+    if result is not None and attempt == row.attempts:  # not one kept from an earlier attempt
+        status = STATUS_MAP[row.status]
+        if status == result.status:
+            return result
+        if status == TaskResultStatus.SUCCESSFUL and result.status == TaskResultStatus.RUNNING:
+            object.__setattr__(result, "status", status)
+            object.__setattr__(result, "finished_at", row.finished_at)
+            object.__setattr__(result, "_return_value", row.result)
+            return result
+    result = to_task_result(row, task, bound)
+    row.__dict__[_ATTEMPT_RESULT] = (row.attempts, result)
+    return result
+
+
+def forget_attempt_result(row: "Task"):
+    """Drop the result ``attempt_result`` keeps on ``row`` (it refers to the row: a cycle)."""
+    row.__dict__.pop(_ATTEMPT_RESULT, None)
 
 
 def send_finished(sender, result: TaskResult):

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.backends import DatabaseBackend, load_task, send_finished, to_task_result
+from jobs.backends import (
+    DatabaseBackend,
+    attempt_result,
+    forget_attempt_result,
+    load_task,
+    send_finished,
+)
 from jobs.execution.django_context import DjangoTaskContext
 from jobs.tasks.definition import JOBS_API, JobsTask
 from jobs.tasks.django_api import task_backends, task_started
@@ -51,11 +57,11 @@ def _runnable_of(task: JobsTask, backend: str) -> Runnable:
     # task.using(...) per (priority, queue): the same for every row that has them.
     bound: dict[tuple[int, str], JobsTask] = {}
 
-    def result_of(row):
+    def result_of(row):  # one per attempt, as Django's own backends send (attempt_result)
         key = (row.priority, row.queue)
         if key not in bound:
             bound[key] = task.using(priority=row.priority, queue_name=row.queue, backend=backend)
-        return to_task_result(row, task, bound[key])
+        return attempt_result(row, task, bound[key])
 
     # Django's call() runs a coroutine function to its end; a plain function is called as is.
     func = task.call if inspect.iscoroutinefunction(task.func) else task.func
@@ -76,7 +82,9 @@ def _runnable_of(task: JobsTask, backend: str) -> Runnable:
             task_started.send(sender, task_result=result_of(row))
 
         def on_finish(row):
-            send_finished(sender, result_of(row))
+            result = result_of(row)
+            forget_attempt_result(row)  # its last use
+            send_finished(sender, result)
 
     return Runnable(
         call=call,

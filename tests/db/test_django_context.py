@@ -26,8 +26,10 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def kept():
     django_tasks.kept_contexts.clear()
+    django_tasks.kept_statuses.clear()
     yield django_tasks.kept_contexts
     django_tasks.kept_contexts.clear()
+    django_tasks.kept_statuses.clear()
 
 
 def test_the_context_is_djangos_and_jobs_with_the_task_result_intact(kept):
@@ -41,7 +43,10 @@ def test_the_context_is_djangos_and_jobs_with_the_task_result_intact(kept):
     assert isinstance(context, jobs.TaskContext)
     task_result = context.task_result
     assert task_result.id == result.id
-    assert task_result.status == TaskResultStatus.RUNNING
+    assert django_tasks.kept_statuses == [TaskResultStatus.RUNNING]  # as the task ran
+    # The attempt's one result, brought up to its success since (Django's ImmediateBackend too).
+    assert task_result.status == TaskResultStatus.SUCCESSFUL
+    assert task_result.finished_at == context.task.finished_at
     assert (task_result.args, task_result.kwargs) == ([2, "x"], {"flag": True})
     assert task_result.backend == "default"
     assert (task_result.task.priority, task_result.task.queue_name) == (7, "default")

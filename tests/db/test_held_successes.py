@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.backends import TaskResultStatus, task_finished, task_started
+from jobs.backends import TaskResultStatus, load_task, task_finished, task_started
 from jobs.execution import finishing
 from jobs.models import Task
 from jobs.states import Status
@@ -174,3 +174,105 @@ def test_a_jobs_task_whose_success_a_receiver_waits_for_is_held_too(
         signals.task_succeeded.disconnect(handler)
     assert replies == [None]
     assert received == [(task.pk, Status.SUCCEEDED, 5)]  # add(2, 3), read back from its row
+
+
+def test_one_task_result_for_the_attempt_as_djangos_own_backends_send():
+    """task_started, the context and task_finished get one object, as from Django's
+    ImmediateBackend: built at the start, brought up to the recorded success at the end."""
+    from tests.testapp import django_tasks
+
+    django_tasks.kept_contexts.clear()
+    django_tasks.kept_statuses.clear()
+    task = TaskFactory(
+        running=True, name="tests.testapp.django_tasks.keep_context", backend="default",
+        payload={"args": [1, "two"], "kwargs": {"three": None}},
+    )  # fmt: skip
+    task = Task.objects.get(pk=task.pk)
+    seen = []
+
+    def receiver(signal, sender, task_result, **kwargs):
+        seen.append((signal, task_result, task_result.status, task_result.finished_at))
+
+    task_started.connect(receiver)
+    task_finished.connect(receiver)
+    try:
+        _, held = run_held([task])
+        finishing.record_held([(task, outcome) for _, task, outcome in held])
+    finally:
+        task_started.disconnect(receiver)
+        task_finished.disconnect(receiver)
+    (_, started, started_status, started_end), (_, ended, ended_status, ended_at) = seen
+    assert [signal for signal, *_ in seen] == [task_started, task_finished]
+    assert started is ended is django_tasks.kept_contexts[0].task_result
+    assert (started_status, started_end) == (TaskResultStatus.RUNNING, None)
+    row = Task.objects.get(pk=task.pk)
+    assert (ended_status, ended_at, ended.return_value) == (
+        TaskResultStatus.SUCCESSFUL, row.finished_at, None,
+    )  # fmt: skip
+    assert (ended.args, ended.kwargs) == ([1, "two"], {"three": None})
+    ran = held[0][1]  # the row the child ran, built from the message
+    assert ended.record is ran
+    assert ran.status == Status.SUCCEEDED
+    assert "_jobs_attempt_result" not in ran.__dict__  # dropped once sent: no cycle left
+
+
+def test_a_failed_attempt_gets_a_result_built_anew_with_its_error():
+    task = TaskFactory(
+        running=True, name="tests.testapp.django_tasks.explode", backend="default",
+        payload={"args": [], "kwargs": {}}, max_attempts=1,
+    )  # fmt: skip
+    task = Task.objects.get(pk=task.pk)
+    results = []
+
+    def receiver(signal, sender, task_result, **kwargs):
+        results.append((task_result, task_result.status))
+
+    task_started.connect(receiver)
+    task_finished.connect(receiver)
+    try:
+        run_held([task])
+    finally:
+        task_started.disconnect(receiver)
+        task_finished.disconnect(receiver)
+    (started, started_status), (ended, ended_status) = results
+    assert started is not ended  # its errors changed: not the started one brought up
+    assert (started_status, started.errors) == (TaskResultStatus.RUNNING, [])
+    assert ended_status == TaskResultStatus.FAILED
+    assert [error.exception_class_path for error in ended.errors] == ["builtins.ValueError"]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "normalised"),
+    [
+        ([1, "a", None, True], {"k": "v"}, ([1, "a", None, True], {"k": "v"})),  # flat: as is
+        ([(1, 2), {"x": (3,)}], {"k": [4.5]}, ([[1, 2], {"x": [3]}], {"k": [4.5]})),  # Django's
+        ((1, 2), {}, ([1, 2], {})),  # a tuple: Django's normalisation
+    ],
+)
+def test_a_results_arguments_are_normalised_as_djangos_own(args, kwargs, normalised):
+    from jobs.backends import JobsTaskResult, TaskResult
+
+    fields = {
+        "task": None, "id": "1", "status": TaskResultStatus.READY, "enqueued_at": None,
+        "started_at": None, "finished_at": None, "last_attempted_at": None, "args": args,
+        "kwargs": kwargs, "backend": "default", "errors": [], "worker_ids": [],
+    }  # fmt: skip
+    ours, djangos = JobsTaskResult(**fields), TaskResult(**fields)
+    assert (ours.args, ours.kwargs) == (djangos.args, djangos.kwargs) == normalised
+    assert (type(ours.args), type(ours.kwargs)) == (list, dict)
+    assert ours.args is not args  # copies, as Django's are
+    assert ours.kwargs is not kwargs
+
+
+def test_a_result_kept_from_an_earlier_attempt_is_not_reused():
+    """A row instance run again (a test helper, say) gets a result of its new attempt."""
+    from jobs.backends import attempt_result
+
+    task = running_multiply(1, 1)
+    django_task = load_task(task)
+    first = attempt_result(task, django_task)
+    assert attempt_result(task, django_task) is first  # the same attempt: the same result
+    task.attempts += 1  # claimed again, its on_finish never called for the first attempt
+    second = attempt_result(task, django_task)
+    assert second is not first
+    assert attempt_result(task, django_task) is second

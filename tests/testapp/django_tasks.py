@@ -20,13 +20,17 @@ def which_attempt(context):
 
 # The context (jobs.execution.django_context) --------------------------------------------------
 
-# The contexts keep_context received, for the test to inspect (tasks run in its process there).
+# The contexts keep_context received, for the test to inspect (tasks run in its process there),
+# and the status each one's task_result had while the task ran (the same object is brought up to
+# the attempt's outcome afterwards, as Django's own backends do).
 kept_contexts: list = []
+kept_statuses: list = []
 
 
 @task(takes_context=True)
 def keep_context(context, *args, **kwargs):
     kept_contexts.append(context)
+    kept_statuses.append(context.task_result.status)
 
 
 @task(takes_context=True)
