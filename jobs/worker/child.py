@@ -17,6 +17,7 @@ process (systemd's ``KillMode=control-group``) is ignored by the child itself: t
 decides when it stops.
 """
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -36,6 +37,7 @@ from typing import Any
 from django.db import connections
 
 from jobs.execution import executor, finishing
+from jobs.worker.async_batch import ASYNC_TIMEOUT_GRACE, AsyncRun
 from jobs.worker.wire import Claimed, Slot, batch_message, task_from_values
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ class Child:
     timeouts: dict[int, float] = field(default_factory=dict)  # seconds, for the current batch
     tasks_done: int = 0
     killed_for: str = ""  # why the supervisor killed it, when it did
+    cancelling: set[int] = field(default_factory=set)  # async tasks it was asked to cancel
 
     @property
     def busy(self) -> bool:
@@ -81,23 +84,53 @@ class Child:
         self.batch = dict(enumerate(tasks))
         self.timeouts = dict(enumerate(timeouts))
         self.batch_number = number
+        self.cancelling = set()
         self.dispatched = time.monotonic()
         self.conn.send_bytes(batch_message(number, tasks, budget))
 
     def running(self) -> tuple[int, float] | None:
-        """The index in its batch of the task the child runs now, and since when (monotonic)."""
+        """The index in its batch of the task the child runs now, and since when (monotonic);
+        of async tasks running together, the one whose deadline comes first."""
         if not self.batch:
             return None
-        number, index, started = self.slot.current()
+        number, index, started, _, _ = self.slot.current_run()
         if number != self.batch_number:  # the child has not started the batch yet
             return min(self.batch), self.dispatched
         # No task of this batch started before it was sent: never trust an earlier time.
         return (index, max(started, self.dispatched)) if index in self.batch else None
 
+    def running_all(self) -> list[int]:
+        """The indices in its batch of every task the child may be running now: the one of
+        ``running``, or the async tasks running together (not reported on yet)."""
+        if not self.batch:
+            return []
+        number, index, _, first, upto = self.slot.current_run()
+        if number != self.batch_number:
+            return [min(self.batch)]
+        if upto:
+            return [at for at in range(first, upto) if at in self.batch]
+        return [index] if index in self.batch else []
+
+    def runs_async(self) -> bool:
+        """Whether the child runs async tasks together now (on its event loop)."""
+        number, _, _, _, upto = self.slot.current_run()
+        return bool(self.batch) and number == self.batch_number and upto > 0
+
     def deadline(self) -> float | None:
-        """When the running task overruns its timeout (monotonic), if a task is running."""
+        """When the running task overruns its timeout (monotonic), if a task is running; for
+        async tasks, once the loop had a moment to cancel it (it kills no healthy child)."""
         running = self.running()
-        return None if running is None else running[1] + self.timeouts[running[0]]
+        if running is None:
+            return None
+        grace = ASYNC_TIMEOUT_GRACE if self.runs_async() else 0.0
+        return running[1] + self.timeouts[running[0]] + grace
+
+    def cancel(self, indices: list[int]):
+        """Have the child cancel the coroutines of its async tasks ``indices`` (once each)."""
+        indices = [index for index in indices if index not in self.cancelling]
+        if indices:
+            self.cancelling.update(indices)
+            self.conn.send_bytes(json.dumps({"cancel": indices}).encode())
 
     def kill(self, reason: StopReason):
         """Kill the child and every process its tasks started (its process group)."""
@@ -197,7 +230,9 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
                 message = conn.recv_bytes()
             except (EOFError, OSError):
                 break  # the supervisor is gone or closed the pipe: nothing more to do
-            runner.run(json.loads(message))
+            message = json.loads(message)
+            if "batch" in message:  # not a late request to cancel a task now finished
+                runner.run(message)
     except BaseException:
         # Not a task's doing (the executor keeps those): recording an outcome failed, say. The
         # supervisor records the running task as lost, with this exit code.
@@ -229,43 +264,91 @@ class _BatchRunner:
         self.pid = os.getpid()  # only this process may reply: a task may fork
         # Successes a receiver waits for, recorded together before the next reply.
         self.held: list[tuple[int, Any, executor.Outcome]] = []
+        # The outcomes of the batch running not reported yet, and the time spent on them.
+        self.results: list[list[Any]] = []
+        self.busy = 0.0
+        self.reported = 0.0  # monotonic time of the last reply
+        self.loop: asyncio.AbstractEventLoop | None = None  # for async tasks, made on first use
 
     def run(self, message: dict):
         number, tasks, budget = message["batch"], message["tasks"], message["budget"]
-        started = reported = time.monotonic()
-        results: list[list[Any]] = []
-        busy = 0.0
+        started = self.reported = time.monotonic()
+        self.results, self.busy = [], 0.0
         returned: list[int] = []
-        for index, values in enumerate(tasks):
+        index = 0
+        while index < len(tasks):
             now = time.monotonic()
             if index and (now - started > budget or self.slot.stop_asked or self.recycle):
                 returned = list(range(index, len(tasks)))
                 break
-            if (results or self.held) and now - reported > self.REPORT_INTERVAL:
-                self._reply(number, results, busy, final=False)
-                results, busy, reported = [], 0.0, now
+            if (self.results or self.held) and now - self.reported > self.REPORT_INTERVAL:
+                self.report(number, now)
+            task = task_from_values(tasks[index])
+            runnable = _resolved(task)
+            if runnable is not None and runnable.is_async:
+                group = self._async_run(
+                    tasks, index, task, runnable
+                )  # async tasks, from this one on: together on the loop
+                unstarted = self._run_async(number, group, started, budget)
+                index += len(group)
+                if unstarted:
+                    returned = unstarted + list(range(index, len(tasks)))
+                    break
+                continue
             self.slot.start(number, index, now)
             try:
-                result = _run_one(index, values, retire=self._retire, held=self.held)
+                result = _run_one(
+                    index, task=task, runnable=runnable, retire=self._retire, held=self.held
+                )
             except BaseException:
                 # Not the task's doing (the executor keeps those): the child exits, and the
                 # supervisor records this task as lost. The tasks finished before it are
                 # reported first, so that none of them is handed back and run again.
-                if (results or self.held) and os.getpid() == self.pid:
+                if (self.results or self.held) and os.getpid() == self.pid:
                     with contextlib.suppress(Exception):
-                        self._reply(number, results, busy, final=False)
+                        self._reply(number, self.results, self.busy, final=False)
                 raise
             if result is not None:
-                results.append(result)
+                self.results.append(result)
             if os.getpid() != self.pid:  # a process the task forked, come back (see executor)
                 os._exit(0)
-            busy += time.monotonic() - now
-            self.done += 1
-            if self.max_tasks and self.done >= self.max_tasks:
-                self._retire(f"max_tasks={self.max_tasks}")
+            self.busy += time.monotonic() - now
+            self.count_done()
+            index += 1
         if self.max_memory and (rss_bytes(os.getpid()) or 0) > self.max_memory:
             self._retire(f"max_memory={self.max_memory // 2**20}MiB")
-        self._reply(number, results, busy, final=True, returned=returned)
+        self._reply(number, self.results, self.busy, final=True, returned=returned)
+
+    def report(self, number: int, now: float):
+        """Send the outcomes gathered so far of batch ``number`` (the batch goes on)."""
+        self._reply(number, self.results, self.busy, final=False)
+        self.results, self.busy, self.reported = [], 0.0, now
+
+    def count_done(self):
+        self.done += 1
+        if self.max_tasks and self.done >= self.max_tasks:
+            self._retire(f"max_tasks={self.max_tasks}")
+
+    def _async_run(self, tasks: list[dict], index: int, task, runnable) -> list[tuple]:
+        """The async tasks of the batch from ``index`` (``task``) on, up to its next other."""
+        group = [(index, task, runnable)]
+        for at in range(index + 1, len(tasks)):
+            task = task_from_values(tasks[at])
+            runnable = _resolved(task)
+            if runnable is None or not runnable.is_async:
+                break
+            group.append((at, task, runnable))
+        return group
+
+    def _run_async(self, number, group, started: float, budget: float) -> list[int]:
+        """Run the async tasks ``group`` together; the indices of those not started."""
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+        run = AsyncRun(self, number, started, budget, self._entry)
+        return run.run(self.loop, group)
+
+    def _entry(self, index: int, task, outcome) -> list | None:
+        return _entry(index, task, outcome, retire=self._retire, held=self.held)
 
     def _retire(self, reason: str):
         """Run no further task here: the supervisor replaces this child after the reply."""
@@ -290,15 +373,33 @@ class _BatchRunner:
             self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
 
 
-def _run_one(index: int, values: dict, retire=None, held=None) -> list | None:
+def _resolved(task) -> executor.Runnable | None:
+    """The runnable of ``task``; None if it cannot be found (``executor.run`` records why)."""
+    try:
+        return executor.resolve(task)
+    except BaseException:  # its module failed to import, even with SystemExit
+        return None
+
+
+def _run_one(index: int, values: dict | None = None, retire=None, held=None, *, task=None,
+             runnable=None) -> list | None:  # fmt: skip
     """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
 
     ``retire(reason)`` is called when this child should run no other task after it. Given a
     list ``held``, a success that a receiver waits for is added to it, ``(index, task,
     outcome)``, for the caller to record with others (``finishing.record_held``): None then.
     """
-    task = task_from_values(values)
-    outcome = executor.run(task, defer_success=True, hold_success=held is not None)
+    if task is None:
+        assert values is not None, "a task or its row"
+        task = task_from_values(values)
+    outcome = executor.run(
+        task, defer_success=True, hold_success=held is not None, runnable=runnable
+    )
+    return _entry(index, task, outcome, retire, held)
+
+
+def _entry(index: int, task, outcome, retire=None, held=None) -> list | None:
+    """What the supervisor is told of ``outcome`` (see ``_run_one``)."""
     if outcome.unsettled and retire is not None:
         retire(outcome.unsettled)
     if outcome.held and held is not None:

@@ -9,8 +9,9 @@ from django.db import DatabaseError
 
 from jobs import transitions
 from jobs.db import first_line
-from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
+from jobs.exceptions import MemoryLimitExceeded, WorkerCrashed
 from jobs.execution import executor, finishing
+from jobs.execution.aio import timeout_error
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker.child import Child, StopReason
@@ -24,7 +25,7 @@ def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int 
     if reason == StopReason.CANCEL:
         return None
     if reason == StopReason.TIMEOUT:
-        return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+        return timeout_error(timeout)
     if reason == StopReason.LEASE:
         return WorkerCrashed(
             "The task was stopped: its worker could not reach the database to renew its lease.",
@@ -39,6 +40,17 @@ def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int 
     return WorkerCrashed(
         "The task stopped unexpectedly.",
         detail=f"child process {child.pid} exited with code {child.process.exitcode}",
+    )
+
+
+def lost_beside(child: Child, reason: str, max_memory_bytes: int | None):
+    """The error to record for an async task stopped with its child for another task's sake
+    (or for the child's: memory, lease), transient: retried under its policy."""
+    if reason in (StopReason.LEASE, StopReason.MEMORY):
+        return lost_error(child, reason, 0.0, max_memory_bytes)
+    return WorkerCrashed(
+        "The task was stopped with the worker process it ran in, beside other tasks.",
+        detail=f"child process {child.pid} stopped, reason={reason}",
     )
 
 

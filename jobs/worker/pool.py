@@ -95,8 +95,8 @@ class ChildPool:
         return held
 
     def running(self) -> list[Claimed]:
-        """The tasks children run now."""
-        return [child.batch[now[0]] for child in self.children if (now := child.running())]
+        """The tasks children run now (async tasks running together included)."""
+        return [child.batch[index] for child in self.children for index in child.running_all()]
 
     def next_deadline(self) -> float | None:
         """When (monotonic) the first running task overruns its timeout; None if none runs."""
@@ -257,6 +257,7 @@ class ChildPool:
         reason = child.killed_for or "crash"
         running = child.running()
         current = child.batch.get(running[0]) if running else None
+        together = [index for index in child.running_all() if not running or index != running[0]]
         logger.warning(
             "child exited pid=%s exitcode=%s reason=%s task_id=%s",
             child.pid,
@@ -269,6 +270,10 @@ class ChildPool:
             error = losses.lost_error(child, reason, timeout, self.max_memory_bytes)
             losses.record_lost(current, error, running[1], self._retry)
             del child.batch[running[0]]
+        if together:  # async tasks that ran beside it on the child's loop, stopped with it
+            error = losses.lost_beside(child, reason, self.max_memory_bytes)
+            for index in together:
+                losses.record_lost(child.batch.pop(index), error, child.dispatched, self._retry)
         # Not started, or finished with an outcome the child had not reported yet: run again.
         self.hand_back(list(child.batch.values()))
         child.batch = {}
@@ -342,8 +347,17 @@ class ChildPool:
                 if child.busy:
                     self._kill(child, reason)
                 continue
-            running = child.running()
-            if running and child.batch[running[0]].id in task_ids:
+            running = [index for index in child.running_all() if child.batch[index].id in task_ids]
+            if not running:
+                continue
+            if reason == StopReason.CANCEL and child.runs_async():
+                # Its coroutines are cancelled on its loop, its other tasks go on; killed only
+                # if one was asked before (its loop blocked, or the task ignores it).
+                if all(index in child.cancelling for index in running):
+                    self._kill(child, reason)
+                else:
+                    child.cancel(running)
+            else:
                 self._kill(child, reason)
         if task_ids is None:
             self.ready.clear()
