@@ -70,6 +70,11 @@ def timeout_for(name: str, backend: str = "") -> float:
     return get_task(name).resolved_timeout()
 
 
+def is_async_task(name: str, backend: str = "") -> bool:
+    """Whether the task named ``name`` is an ``async def`` (raises if it is unknown)."""
+    return inspect.iscoroutinefunction(get_task(name).func)
+
+
 def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
     """Run the claimed ``task`` here and return what happened; never raises for the task.
 

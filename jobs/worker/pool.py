@@ -64,6 +64,10 @@ class ChildPool:
         self.task_seconds: float | None = None  # recent tasks' average length (a moving average)
         self._batch_number = 0
         self._timeouts: dict[tuple[str, str], float] = {}  # (name, backend) -> seconds
+        self._async: dict[tuple[str, str], bool] = {}  # (name, backend) -> is an async def
+        # A child runs this many async tasks of a batch together (jobs.worker.async_batch).
+        self.async_batch_size = min(self.batch_size, jobs_settings.ASYNC_CONCURRENCY)
+        self.async_last = False  # whether the last task sent to a child was async
 
     def start(self):
         for _ in range(self.concurrency):
@@ -120,7 +124,8 @@ class ChildPool:
         so a worker of slow tasks never holds more than it runs.
         """
         if self.task_seconds is None:
-            return 1
+            # Async tasks mostly wait: a child runs many together from the start.
+            return self.async_batch_size if self.async_last else 1
         fits = int(self.batch_seconds / max(self.task_seconds, 1e-6))
         return max(1, min(self.batch_size, fits))
 
@@ -151,10 +156,32 @@ class ChildPool:
         for child in self.idle():
             if not self.ready:
                 break
-            batch = [self.ready.popleft() for _ in range(min(size, len(self.ready)))]
+            if self._is_async(self.ready[0]):
+                batch = self._async_batch(len(self.idle()))
+            else:
+                batch = [self.ready.popleft() for _ in range(min(size, len(self.ready)))]
+            self.async_last = self._is_async(batch[-1])
             self._batch_number += 1
             child.send(self._batch_number, batch, [self._timeout(c) for c in batch],
                        self.batch_seconds)  # fmt: skip
+
+    def _async_batch(self, idle: int) -> list[Claimed]:
+        """The async tasks first in line, as many as a child runs together, shared fairly
+        among the ``idle`` children: they wait together, whatever their expected length."""
+        share = max(1, min(self.async_batch_size, math.ceil(len(self.ready) / max(idle, 1))))
+        batch = [self.ready.popleft()]
+        while self.ready and len(batch) < share and self._is_async(self.ready[0]):
+            batch.append(self.ready.popleft())
+        return batch
+
+    def _is_async(self, claimed: Claimed) -> bool:
+        key = (claimed.name, claimed.backend)
+        if key not in self._async:
+            try:
+                self._async[key] = executor.is_async_task(claimed.name, claimed.backend)
+            except BaseException:  # unknown here, or its module failed to import
+                self._async[key] = False  # the child records why it cannot run
+        return self._async[key]
 
     def _timeout(self, claimed: Claimed) -> float:
         key = (claimed.name, claimed.backend)
