@@ -1,6 +1,7 @@
 """``async def`` tasks, declared with jobs' ``@task`` and with Django's, for the worker's loop."""
 
 import asyncio
+import contextlib
 import os
 import time
 
@@ -58,10 +59,8 @@ async def awaits_forever():
 @task(max_attempts=1)
 async def swallows_cancel():
     while True:
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            pass
 
 
 @django_task()
