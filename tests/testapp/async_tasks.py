@@ -75,3 +75,8 @@ async def django_attempt(context, seconds):
     await asyncio.sleep(seconds)
     context.progress(1, 1, "done")
     return context.attempt
+
+
+@task(max_attempts=1)
+async def raises_timeout_error():
+    raise TimeoutError("the task's own")
