@@ -11,7 +11,7 @@ from jobs.execution import aio, executor
 from jobs.models import Task
 from jobs.states import Status
 from tests.helpers import claim, run_next
-from tests.testapp import async_tasks
+from tests.testapp import async_tasks, tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,10 +31,10 @@ def test_a_django_async_task_run_alone_is_awaited():
 
 
 def test_runnables_say_whether_they_are_async():
-    assert executor.resolve(Task(name=async_tasks.nap.name)).is_async
-    assert executor.is_async_task(async_tasks.nap.name)
+    assert executor.resolve(Task(name=async_tasks.nap.module_path)).is_async
+    assert executor.is_async_task(async_tasks.nap.module_path)
     assert executor.is_async_task(async_tasks.django_nap.module_path, "default")
-    assert not executor.is_async_task("tests.testapp.tasks.add")
+    assert not executor.is_async_task(tasks.add.module_path)
 
 
 def run_together(*timeouts, cancel=()):
@@ -68,7 +68,7 @@ def test_async_tasks_run_together_and_record_their_outcomes():
     async_tasks.raises.enqueue()
     async_tasks.checks_for_cancel.enqueue()  # writes progress from the loop
     loop_started = time.time()
-    Task.objects.filter(name=async_tasks.checks_for_cancel.name).update(
+    Task.objects.filter(name=async_tasks.checks_for_cancel.module_path).update(
         cancel_requested_at=timezone.now()
     )
     outcomes, rows = run_together()

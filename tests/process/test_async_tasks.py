@@ -20,10 +20,10 @@ def overlap(intervals) -> bool:
 
 
 def test_async_tasks_of_both_kinds_run_together_in_one_child(runworker):
-    naps = [async_tasks.nap.enqueue(n, 1.0) for n in range(20)]
+    naps = [async_tasks.nap.enqueue(n, 1.0).record for n in range(20)]
     django = [async_tasks.django_nap.enqueue(1.0) for _ in range(5)]
     with_context = async_tasks.django_attempt.enqueue(0.2)
-    sync = tasks.add.enqueue(2, 3)
+    sync = tasks.add.enqueue(2, 3).record
     started = time.monotonic()
     done = runworker("--burst", "--concurrency", "1")
     assert done.returncode == 0, done.stderr
@@ -46,9 +46,9 @@ def test_async_tasks_of_both_kinds_run_together_in_one_child(runworker):
 
 
 def test_async_tasks_that_raise_fail_alone(runworker):
-    failing = async_tasks.raises.enqueue()
-    exiting = async_tasks.exits.enqueue()
-    naps = [async_tasks.nap.enqueue(n, 0.5) for n in range(5)]
+    failing = async_tasks.raises.enqueue().record
+    exiting = async_tasks.exits.enqueue().record
+    naps = [async_tasks.nap.enqueue(n, 0.5).record for n in range(5)]
     done = runworker("--burst", "--concurrency", "1")
     assert done.returncode == 0, done.stderr
     failing, exiting = Task.objects.get(pk=failing.pk), Task.objects.get(pk=exiting.pk)
@@ -62,8 +62,8 @@ def test_async_tasks_that_raise_fail_alone(runworker):
 
 def test_an_async_task_past_its_timeout_is_cancelled_its_siblings_finish(runworker):
     async_tasks.nap.enqueue("first", 0.2)  # runs alone: then a batch of the others
-    late = async_tasks.overruns.enqueue()
-    naps = [async_tasks.nap.enqueue(n, 1.5) for n in range(5)]
+    late = async_tasks.overruns.enqueue().record
+    naps = [async_tasks.nap.enqueue(n, 1.5).record for n in range(5)]
     done = runworker("--burst", "--concurrency", "1")
     assert done.returncode == 0, done.stderr
     late = Task.objects.get(pk=late.pk)
@@ -76,8 +76,8 @@ def test_an_async_task_past_its_timeout_is_cancelled_its_siblings_finish(runwork
 
 def test_a_task_blocking_the_loop_is_killed_its_siblings_retried(runworker):
     async_tasks.nap.enqueue("first", 0.2)  # runs alone: then a batch of the others
-    blocker = async_tasks.blocks_the_loop.enqueue()
-    naps = [async_tasks.nap.enqueue(n, 3) for n in range(4)]
+    blocker = async_tasks.blocks_the_loop.enqueue().record
+    naps = [async_tasks.nap.enqueue(n, 3).record for n in range(4)]
     done = runworker("--burst", "--concurrency", "1", env=FAST, timeout=90)
     assert done.returncode == 0, done.stderr
     assert "reason=timeout" in done.stderr
@@ -93,8 +93,8 @@ def test_a_task_blocking_the_loop_is_killed_its_siblings_retried(runworker):
 
 
 def test_cancel_of_an_async_task_that_checks(start_worker):
-    task = async_tasks.checks_for_cancel.enqueue()
-    naps = [async_tasks.nap.enqueue(n, 3) for n in range(3)]
+    task = async_tasks.checks_for_cancel.enqueue().record
+    naps = [async_tasks.nap.enqueue(n, 3).record for n in range(3)]
     worker = start_worker("--concurrency", "1", env=FAST)
     until_started(worker, task)
     transitions.cancel(Task.objects.get(pk=task.pk))
@@ -105,8 +105,8 @@ def test_cancel_of_an_async_task_that_checks(start_worker):
 
 
 def test_cancel_of_an_async_task_awaiting_cancels_its_coroutine_alone(start_worker):
-    task = async_tasks.awaits_forever.enqueue()
-    naps = [async_tasks.nap.enqueue(n, 5) for n in range(3)]
+    task = async_tasks.awaits_forever.enqueue().record
+    naps = [async_tasks.nap.enqueue(n, 5).record for n in range(3)]
     worker = start_worker("--concurrency", "1", env=FAST)
     until_started(worker, task)
     transitions.cancel(Task.objects.get(pk=task.pk))
@@ -118,8 +118,8 @@ def test_cancel_of_an_async_task_awaiting_cancels_its_coroutine_alone(start_work
 
 
 def test_an_async_task_swallowing_its_cancellation_is_killed(start_worker):
-    task = async_tasks.swallows_cancel.enqueue()
-    after = tasks.add.enqueue(3, 3)
+    task = async_tasks.swallows_cancel.enqueue().record
+    after = tasks.add.enqueue(3, 3).record
     worker = start_worker("--concurrency", "1", env=FAST)
     until_started(worker, task)
     transitions.cancel(Task.objects.get(pk=task.pk))
@@ -129,7 +129,7 @@ def test_an_async_task_swallowing_its_cancellation_is_killed(start_worker):
 
 
 def test_sigterm_lets_running_async_tasks_finish_within_grace(start_worker):
-    naps = [async_tasks.nap.enqueue(n, 2) for n in range(10)]
+    naps = [async_tasks.nap.enqueue(n, 2).record for n in range(10)]
     worker = start_worker("--grace", "20", "--concurrency", "1", env=FAST)
     for nap in naps:
         until_started(worker, nap)
