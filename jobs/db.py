@@ -7,6 +7,7 @@ import random
 import time
 from contextlib import contextmanager, nullcontext
 
+from asgiref.sync import AsyncToSync
 from django.conf import settings
 from django.db import (
     DatabaseError,
@@ -200,11 +201,20 @@ def outside_event_loop():
 
 
 def usable_in_event_loop(method):
-    """Decorate a synchronous function making database calls so that a coroutine running on a
-    worker child's loop may call it (``outside_event_loop``)."""
+    """Decorate a synchronous function making database calls so that a coroutine may call it.
+
+    On a loop that ``asgiref``'s ``async_to_sync`` runs (an async task run alone, outside a
+    worker), the call is made in the thread waiting for the loop, with that thread's connection
+    (a test's transaction, say), as ``sync_to_async`` would; the loop waits for it. On a loop run
+    in its own thread (a worker child's), it is made there (``outside_event_loop``).
+    """
 
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
+        if asyncio.events._get_running_loop() is not None:
+            waiting = getattr(AsyncToSync.executors, "current", None)
+            if waiting is not None:
+                return waiting.submit(method, *args, **kwargs).result()
         with outside_event_loop():
             return method(*args, **kwargs)
 

@@ -4,7 +4,6 @@ The worker decides *when* a task runs; this module decides *how one task runs*; 
 transitions module decides *what is recorded*.
 """
 
-import asyncio
 import importlib
 import inspect
 import logging
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from asgiref.sync import async_to_sync
 from django.db import DatabaseError, router
 from django.utils import timezone
 
@@ -91,7 +91,8 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
             runnable.on_start(task)
         result = runnable.call(task)
         if inspect.isawaitable(result):  # an async task run here alone, not on a child's loop
-            result = asyncio.run(_awaited(result))
+            # As Django runs one: its sync_to_async calls come back to this thread.
+            result = async_to_sync(_awaited)(result)
         outcome = _checked_success(result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
