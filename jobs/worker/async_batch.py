@@ -1,6 +1,6 @@
 """A child's async tasks: several at once on its event loop, each under its own timeout.
 
-``jobs.worker.child._BatchRunner`` runs a batch's tasks one after another; a run of consecutive
+``jobs.worker.batches._BatchRunner`` runs a batch's tasks one after another; a run of consecutive
 async tasks in it comes here, and runs together on one loop (the child's, kept from batch to
 batch), at most ``JOBS_ASYNC_CONCURRENCY`` at a time. Each runs through
 ``jobs.execution.aio.run_async``: its timeout enforced on the loop (its coroutine cancelled,

@@ -10,7 +10,7 @@ from jobs import transitions
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker import claiming
-from jobs.worker.child import _BatchRunner
+from jobs.worker.batches import _BatchRunner
 from jobs.worker.wire import Claimed, Slot, batch_message, encode_task, task_from_values
 from tests.factories import TaskFactory, UserFactory
 from tests.helpers import claim_for_dispatch, retry
