@@ -80,3 +80,11 @@ async def django_attempt(context, seconds):
 @task(max_attempts=1)
 async def raises_timeout_error():
     raise TimeoutError("the task's own")
+
+
+@task(max_attempts=3, takes_context=True)
+async def reports_progress(context, steps):
+    for step in range(1, steps + 1):
+        await asyncio.sleep(0.1)
+        context.progress(step, steps, f"step {step}", force=True)
+    return steps
