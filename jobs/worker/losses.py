@@ -43,6 +43,29 @@ def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int 
     )
 
 
+def record_running(child: Child, reason: str, max_memory_bytes: int | None, retry):
+    """Record the loss of the tasks ``child`` was running, taken out of its batch.
+
+    The task it was stopped for (the one running; for a cancellation, the async tasks asked to
+    cancel) records ``reason``'s error; async tasks running beside it on its loop record
+    ``lost_beside``'s.
+    """
+    running = child.running()
+    indices = child.running_all()
+    if reason == StopReason.CANCEL and child.cancelling:
+        stopped_for = [index for index in indices if index in child.cancelling]
+    else:
+        stopped_for = [running[0]] if running and running[0] in child.batch else []
+    for index in indices:
+        claimed = child.batch.pop(index)
+        if index in stopped_for:
+            error = lost_error(child, reason, child.timeouts[index], max_memory_bytes)
+        else:
+            error = lost_beside(child, reason, max_memory_bytes)
+        started = running[1] if running and running[0] == index else child.dispatched
+        record_lost(claimed, error, started, retry)
+
+
 def lost_beside(child: Child, reason: str, max_memory_bytes: int | None):
     """The error to record for an async task stopped with its child for another task's sake
     (or for the child's: memory, lease), transient: retried under its policy."""

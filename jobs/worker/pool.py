@@ -284,7 +284,6 @@ class ChildPool:
         reason = child.killed_for or "crash"
         running = child.running()
         current = child.batch.get(running[0]) if running else None
-        together = [index for index in child.running_all() if not running or index != running[0]]
         logger.warning(
             "child exited pid=%s exitcode=%s reason=%s task_id=%s",
             child.pid,
@@ -292,15 +291,7 @@ class ChildPool:
             reason,
             current.id if current else "-",
         )
-        if running is not None and current is not None:
-            timeout = child.timeouts[running[0]]
-            error = losses.lost_error(child, reason, timeout, self.max_memory_bytes)
-            losses.record_lost(current, error, running[1], self._retry)
-            del child.batch[running[0]]
-        if together:  # async tasks that ran beside it on the child's loop, stopped with it
-            error = losses.lost_beside(child, reason, self.max_memory_bytes)
-            for index in together:
-                losses.record_lost(child.batch.pop(index), error, child.dispatched, self._retry)
+        losses.record_running(child, reason, self.max_memory_bytes, self._retry)
         # Not started, or finished with an outcome the child had not reported yet: run again.
         self.hand_back(list(child.batch.values()))
         child.batch = {}

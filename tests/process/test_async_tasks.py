@@ -119,14 +119,20 @@ def test_cancel_of_an_async_task_awaiting_cancels_its_coroutine_alone(start_work
 
 
 def test_an_async_task_swallowing_its_cancellation_is_killed(start_worker):
+    async_tasks.nap.enqueue("first", 0.2)  # runs alone: then a batch of the others
+    beside = async_tasks.nap.enqueue("beside", 30).record  # started first: its deadline first
     task = async_tasks.swallows_cancel.enqueue().record
     after = tasks.add.enqueue(3, 3).record
     worker = start_worker("--concurrency", "1", env=FAST)
     until_started(worker, task)
+    until_started(worker, beside)
     transitions.cancel(Task.objects.get(pk=task.pk))
     until_status(task, Status.CANCELLED, timeout=20)
     until_status(after, Status.SUCCEEDED, timeout=15)
     assert "reason=cancel" in worker.output
+    # Killed with it, not cancelled: lost, to run again.
+    beside = until_status(beside, Status.RETRYING, Status.RUNNING, timeout=15)
+    assert beside.error_details[0]["exception"] == "jobs.exceptions.WorkerCrashed"
 
 
 def test_sigterm_lets_running_async_tasks_finish_within_grace(start_worker):
