@@ -123,9 +123,10 @@ class ChildPool:
         Judged by how long recent tasks took; one at a time until the first reports come in,
         so a worker of slow tasks never holds more than it runs.
         """
+        if self.async_last:  # they mostly wait: as many as a child runs together
+            return self.async_batch_size
         if self.task_seconds is None:
-            # Async tasks mostly wait: a child runs many together from the start.
-            return self.async_batch_size if self.async_last else 1
+            return 1
         fits = int(self.batch_seconds / max(self.task_seconds, 1e-6))
         return max(1, min(self.batch_size, fits))
 

@@ -166,3 +166,12 @@ def test_an_async_batch_is_at_most_what_a_child_runs_together(settings):
     pool.dispatch()
     assert len(only.batch) == 10
     assert pool.waiting() == 15
+
+
+def test_a_worker_of_async_tasks_claims_for_what_its_children_run_together(settings):
+    settings.JOBS_ASYNC_CONCURRENCY = 10
+    pool = pool_of(child(), child(busy=True))
+    pool.task_seconds = 0.0001  # the loop's time per task: 200 would fit the budget
+    pool.async_last = True
+    assert pool.batch_size_now() == 10
+    assert pool.wanted(claim_seconds=0.01) == 10 + 2 * 10
