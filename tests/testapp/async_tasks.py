@@ -82,7 +82,9 @@ async def raises_timeout_error():
     raise TimeoutError("the task's own")
 
 
-@task(max_attempts=3, takes_context=True)
+# More attempts than the connection test terminates connections: one termination fails the
+# attempt of every task of the child writing before it reconnects.
+@task(max_attempts=5, takes_context=True)
 async def reports_progress(context, steps):
     for step in range(1, steps + 1):
         await asyncio.sleep(0.1)
