@@ -1,10 +1,11 @@
-"""The tasks the worker benchmark runs: one that does nothing, one that sleeps 50 ms.
+"""The tasks the worker benchmark runs: one that does nothing, one that sleeps 50 ms, and more.
 
 The demo's settings connect a ``task_finished`` receiver (notify the owner); the benchmark
 measures a product without one, so it is disconnected here (the worker imports this module):
 with a receiver, each success is recorded by its child, one statement per task.
 """
 
+import asyncio
 import time
 
 from jobs import task
@@ -34,3 +35,14 @@ except ImportError:
 @django_task(queue_name="bench")
 def django_noop(n=0):
     return None
+
+
+# Async tasks awaiting 100 ms each: benchmarks/async_drain.py drains them, declared both ways.
+@task(queue="bench", max_attempts=1)
+async def async_sleep100(n=0):
+    await asyncio.sleep(0.1)
+
+
+@django_task(queue_name="bench")
+async def django_async_sleep100(n=0):
+    await asyncio.sleep(0.1)

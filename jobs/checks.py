@@ -38,6 +38,7 @@ def check_settings(app_configs, **kwargs):
         "DEFAULT_MAX_ATTEMPTS",
         "CONCURRENCY",
         "BATCH_SIZE",
+        "ASYNC_CONCURRENCY",
         "PRUNE_BATCH_SIZE",
         "PRUNE_MAX_BATCHES",
     )
@@ -175,6 +176,7 @@ def _check_counts():
         "PRUNE_BATCH_SIZE": limits.MAX_BATCH_SIZE,
         "PRUNE_MAX_BATCHES": limits.MAX_COUNT,
         "BATCH_SIZE": limits.MAX_BATCH_SIZE,
+        "ASYNC_CONCURRENCY": limits.MAX_ASYNC_CONCURRENCY,
         "MAX_PAYLOAD_BYTES": limits.MAX_PAYLOAD_BYTES,
         "DEFAULT_MAX_ATTEMPTS": INT_RANGES["max_attempts"][1],
         "MAX_TASKS_PER_CHILD": limits.MAX_TASKS_PER_CHILD,
@@ -182,7 +184,7 @@ def _check_counts():
     }
     # Below 1, or not whole, check_settings reports these already.
     reported_below = ("CONCURRENCY", "PRUNE_BATCH_SIZE", "PRUNE_MAX_BATCHES", "BATCH_SIZE",
-                      "MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS")  # fmt: skip
+                      "ASYNC_CONCURRENCY", "MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS")  # fmt: skip
     for name, most in whole.items():
         value = getattr(jobs_settings, name)
         if value is None and name.endswith("_PER_CHILD"):

@@ -31,6 +31,9 @@ DEFAULTS = {
     # child). Slow tasks go one at a time.
     "BATCH_SIZE": 100,
     "BATCH_SECONDS": 0.02,
+    # Async tasks (``async def``) of a batch run together on a child's event loop, at most
+    # this many at a time.
+    "ASYNC_CONCURRENCY": 100,
     # Seconds running tasks get to finish after SIGTERM before they are stopped and handed back.
     "SHUTDOWN_GRACE": 30.0,
     # Seconds a running task may ignore a cancellation before its process is stopped.

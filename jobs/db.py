@@ -1,10 +1,13 @@
 """Database helpers shared by the worker side: surviving faults while recording outcomes."""
 
+import asyncio.events
+import functools
 import logging
 import random
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
+from asgiref.sync import AsyncToSync
 from django.conf import settings
 from django.db import (
     DatabaseError,
@@ -173,3 +176,46 @@ def forget_queries():
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextmanager
+def outside_event_loop():
+    """Let Django's database calls run here even in the thread of a running event loop.
+
+    A worker's child runs async tasks on one loop, in its main thread, whose database
+    connection is the child's only one: the bookkeeping of each task (its outcome, its
+    progress, a cancellation checkpoint) is a short synchronous call made there, the loop
+    paused meanwhile, so the calls of tasks running together never interleave on it. Django
+    refuses a database call in a thread running a loop (``SynchronousOnlyOperation``): for the
+    duration of the block, this thread is seen as running none. Nothing in it may await.
+    """
+    loop = asyncio.events._get_running_loop()
+    if loop is None:
+        yield
+        return
+    asyncio.events._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio.events._set_running_loop(loop)
+
+
+def usable_in_event_loop(method):
+    """Decorate a synchronous function making database calls so that a coroutine may call it.
+
+    On a loop that ``asgiref``'s ``async_to_sync`` runs (an async task run alone, outside a
+    worker), the call is made in the thread waiting for the loop, with that thread's connection
+    (a test's transaction, say), as ``sync_to_async`` would; the loop waits for it. On a loop run
+    in its own thread (a worker child's), it is made there (``outside_event_loop``).
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if asyncio.events._get_running_loop() is not None:
+            waiting = getattr(AsyncToSync.executors, "current", None)
+            if waiting is not None:
+                return waiting.submit(method, *args, **kwargs).result()
+        with outside_event_loop():
+            return method(*args, **kwargs)
+
+    return wrapper

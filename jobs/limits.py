@@ -19,6 +19,7 @@ MIN_INTERVAL_SECONDS = 0.01
 DEFAULT_MAX_CONCURRENCY = 256
 MAX_TASKS_PER_CHILD = 10**9
 MAX_MEMORY_PER_CHILD_MIB = 2**20  # 1 TiB
+MAX_ASYNC_CONCURRENCY = 100_000  # coroutines of one child at a time
 MAX_BATCH_SIZE = 100_000  # rows per DELETE of the pruner
 # JOBS_MAX_PAYLOAD_BYTES: a task's arguments, stored as JSON; PostgreSQL's jsonb holds < 256 MiB.
 MAX_PAYLOAD_BYTES = 2**27  # 128 MiB

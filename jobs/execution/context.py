@@ -8,7 +8,7 @@ from typing import cast
 from django.db import DatabaseError, router
 from django.utils import timezone
 
-from jobs.db import is_connection_fault, savepoint_in_transaction
+from jobs.db import is_connection_fault, savepoint_in_transaction, usable_in_event_loop
 from jobs.error_records import refusal_reason
 from jobs.exceptions import PayloadError, ReportRefused, TaskCancelled
 from jobs.execution import effects
@@ -79,6 +79,7 @@ class TaskContext:
 
     # Progress ---------------------------------------------------------------------------------
 
+    @usable_in_event_loop
     def progress(self, current: int, total: int | None = None, message: str = "", *, force=False):
         """Report progress ("Imported 600 of 1,000 rows"); also a cancellation checkpoint.
 
@@ -113,6 +114,7 @@ class TaskContext:
         """Return the recorded results of the steps done so far, by name (one query)."""
         return self.task.steps
 
+    @usable_in_event_loop
     def step(self, name: str, func, *args, **kwargs):
         """Run ``func(*args, **kwargs)`` as the step ``name`` once; return its result.
 
@@ -142,12 +144,14 @@ class TaskContext:
             )
         return result
 
+    @usable_in_event_loop
     def once(self, key: str, func, *args, **kwargs):
         """Run ``func`` at most once per business ``key`` (see ``jobs.execution.effects.once``)."""
         return effects.once(key, func, *args, task=self.task, **kwargs)
 
     # Results shown to the owner -----------------------------------------------------------------
 
+    @usable_in_event_loop
     def mark_result_public(self):
         """Let the status view show this task's result to its owner (off by default)."""
         self.task.result_public = True
@@ -155,6 +159,7 @@ class TaskContext:
 
     # Cancellation -------------------------------------------------------------------------------
 
+    @usable_in_event_loop
     def cancel_requested(self) -> bool:
         requested_at = (
             Task.objects.filter(pk=self.task.pk)

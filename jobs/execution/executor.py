@@ -5,6 +5,7 @@ transitions module decides *what is recorded*.
 """
 
 import importlib
+import inspect
 import logging
 import os
 import time
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from asgiref.sync import async_to_sync
 from django.db import DatabaseError, router
 from django.utils import timezone
 
@@ -68,6 +70,11 @@ def timeout_for(name: str, backend: str = "") -> float:
     return get_task(name).resolved_timeout()
 
 
+def is_async_task(name: str, backend: str = "") -> bool:
+    """Whether the task named ``name`` is an ``async def`` (raises if it is unknown)."""
+    return inspect.iscoroutinefunction(get_task(name).func)
+
+
 def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
     """Run the claimed ``task`` here and return what happened; never raises for the task.
 
@@ -83,6 +90,9 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         if runnable.on_start:
             runnable.on_start(task)
         result = runnable.call(task)
+        if inspect.isawaitable(result):  # an async task run here alone, not on a child's loop
+            # As Django runs one: its sync_to_async calls come back to this thread.
+            result = async_to_sync(_awaited)(result)
         outcome = _checked_success(result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
@@ -96,6 +106,10 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         _leave_forked_process(task, outcome)
     outcome.duration = time.monotonic() - started
     return outcome
+
+
+async def _awaited(awaitable):
+    return await awaitable
 
 
 def _checked_success(result) -> Outcome:
@@ -252,7 +266,8 @@ def _nothing_after_success(runnable: Runnable | None) -> bool:
     return not signals.has_listeners(SUCCEEDED)
 
 
-def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) -> Outcome:
+def run(task: Task, *, defer_success: bool = False, hold_success: bool = False,
+        runnable: Runnable | None = None) -> Outcome:  # fmt: skip
     """Execute and record one claimed task, with a log line at its start and its finish.
 
     With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
@@ -260,7 +275,19 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
     cancellations, and successes that a hook or signal receiver waits for, are recorded here;
     with ``hold_success``, such a success is not: ``outcome.held`` is set, and the caller, the
     same process, records it with others (``record_held``), which then sends its signals.
+    ``runnable``: the task's, if the caller resolved it already. An async task is awaited here
+    on a loop of its own (``jobs.execution.aio.run_async`` awaits it on the caller's, beside
+    others).
     """
+    runnable, outcome = begin(task, runnable)
+    if outcome is None:
+        outcome = execute(task, runnable)
+    return end(task, runnable, outcome, defer_success=defer_success, hold_success=hold_success)
+
+
+def begin(task: Task, runnable: Runnable | None = None) -> tuple[Runnable | None, Outcome | None]:
+    """What ``run`` does before the task's code runs: the task's runnable, or the outcome of
+    failing to find it (None when the task is to run)."""
     # DEBUG: the finish line says all this again, with the outcome; one line per task is what
     # a busy worker can afford to write.
     logger.debug(
@@ -273,15 +300,21 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
     )
     forget_queries()  # a task is a worker's request
     signals.send_on_commit(signals.task_started, task)
+    if runnable is not None:
+        return runnable, None
     try:
-        runnable = resolve(task)
+        return resolve(task), None
     except BaseException as exc:  # its module failed to import, say
-        runnable, outcome = None, outcome_for_exception(task, _import_failure(task, exc), None)
+        outcome = outcome_for_exception(task, _import_failure(task, exc), None)
         if not isinstance(exc, Exception):
             assert outcome.error is not None  # outcome_for_exception always records one
             outcome.unsettled = f"importing the task raised {outcome.error.exception}"
-    else:
-        outcome = execute(task, runnable)
+        return None, outcome
+
+
+def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_success: bool,
+        hold_success: bool) -> Outcome:  # fmt: skip
+    """What ``run`` does once the task's code ran: record ``outcome`` (or defer or hold it), log."""
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
         outcome.deferred = recorded = True
     elif hold_success and outcome.kind == SUCCEEDED:

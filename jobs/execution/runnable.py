@@ -38,6 +38,8 @@ class Runnable:
     # Called when the attempt starts, and after its outcome is recorded (Django Tasks signals).
     on_start: Callable[["Task"], object] | None = None
     on_finish: Callable[["Task"], object] | None = None
+    # ``call`` returns a coroutine: the worker's child awaits it on its event loop, beside others.
+    is_async: bool = False
 
 
 # (name, backend) -> (the task, its Runnable): a worker resolves every task it runs.
@@ -63,8 +65,7 @@ def _runnable_of(task: JobsTask, backend: str) -> Runnable:
             bound[key] = task.using(priority=row.priority, queue_name=row.queue, backend=backend)
         return attempt_result(row, task, bound[key])
 
-    # Django's call() runs a coroutine function to its end; a plain function is called as is.
-    func = task.call if inspect.iscoroutinefunction(task.func) else task.func
+    func = task.func  # a coroutine function returns a coroutine: see Runnable.is_async
 
     def call(row):
         if task.takes_context:
@@ -93,4 +94,5 @@ def _runnable_of(task: JobsTask, backend: str) -> Runnable:
         timeout=task.resolved_timeout(),
         on_start=on_start,
         on_finish=on_finish,
+        is_async=inspect.iscoroutinefunction(task.func),
     )

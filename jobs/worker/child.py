@@ -1,7 +1,8 @@
 """Child processes: where task code runs, apart from the worker that supervises it.
 
-The supervisor forks a fixed pool of children; each runs one task at a time, from batches the
-supervisor sends it, and records the outcome of each itself, except plain successes, which it
+The supervisor forks a fixed pool of children; each runs one task at a time (async tasks, several
+together on its event loop: ``jobs.worker.async_batch``), from batches the supervisor sends it
+(``jobs.worker.batches``), and records the outcome of each itself, except plain successes, which it
 reports for the supervisor to record many at once. A success that a signal receiver waits for
 (every task declared with Django's ``@task``: Django's own receivers log its end) it records
 itself, with the others of its batch in one statement before its next reply, then sends its
@@ -35,8 +36,9 @@ from typing import Any
 
 from django.db import connections
 
-from jobs.execution import executor, finishing
-from jobs.worker.wire import Claimed, Slot, batch_message, task_from_values
+from jobs.worker.async_batch import ASYNC_TIMEOUT_GRACE
+from jobs.worker.batches import _BatchRunner, rss_bytes
+from jobs.worker.wire import Claimed, Slot, batch_message
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,7 @@ class Child:
     timeouts: dict[int, float] = field(default_factory=dict)  # seconds, for the current batch
     tasks_done: int = 0
     killed_for: str = ""  # why the supervisor killed it, when it did
+    cancelling: set[int] = field(default_factory=set)  # async tasks it was asked to cancel
 
     @property
     def busy(self) -> bool:
@@ -81,23 +84,53 @@ class Child:
         self.batch = dict(enumerate(tasks))
         self.timeouts = dict(enumerate(timeouts))
         self.batch_number = number
+        self.cancelling = set()
         self.dispatched = time.monotonic()
         self.conn.send_bytes(batch_message(number, tasks, budget))
 
     def running(self) -> tuple[int, float] | None:
-        """The index in its batch of the task the child runs now, and since when (monotonic)."""
+        """The index in its batch of the task the child runs now, and since when (monotonic);
+        of async tasks running together, the one whose deadline comes first."""
         if not self.batch:
             return None
-        number, index, started = self.slot.current()
+        number, index, started, _, _ = self.slot.current_run()
         if number != self.batch_number:  # the child has not started the batch yet
             return min(self.batch), self.dispatched
         # No task of this batch started before it was sent: never trust an earlier time.
         return (index, max(started, self.dispatched)) if index in self.batch else None
 
+    def running_all(self) -> list[int]:
+        """The indices in its batch of every task the child may be running now: the one of
+        ``running``, or the async tasks running together (not reported on yet)."""
+        if not self.batch:
+            return []
+        number, index, _, first, upto = self.slot.current_run()
+        if number != self.batch_number:
+            return [min(self.batch)]
+        if upto:
+            return [at for at in range(first, upto) if at in self.batch]
+        return [index] if index in self.batch else []
+
+    def runs_async(self) -> bool:
+        """Whether the child runs async tasks together now (on its event loop)."""
+        number, _, _, _, upto = self.slot.current_run()
+        return bool(self.batch) and number == self.batch_number and upto > 0
+
     def deadline(self) -> float | None:
-        """When the running task overruns its timeout (monotonic), if a task is running."""
+        """When the running task overruns its timeout (monotonic), if a task is running; for
+        async tasks, once the loop had a moment to cancel it (it kills no healthy child)."""
         running = self.running()
-        return None if running is None else running[1] + self.timeouts[running[0]]
+        if running is None:
+            return None
+        grace = ASYNC_TIMEOUT_GRACE if self.runs_async() else 0.0
+        return running[1] + self.timeouts[running[0]] + grace
+
+    def cancel(self, indices: list[int]):
+        """Have the child cancel the coroutines of its async tasks ``indices`` (once each)."""
+        indices = [index for index in indices if index not in self.cancelling]
+        if indices:
+            self.cancelling.update(indices)
+            self.conn.send_bytes(json.dumps({"cancel": indices}).encode())
 
     def kill(self, reason: StopReason):
         """Kill the child and every process its tasks started (its process group)."""
@@ -114,15 +147,6 @@ class Child:
 
     def rss_bytes(self) -> int | None:
         return rss_bytes(self.pid)
-
-
-def rss_bytes(pid: int) -> int | None:
-    """Resident memory of ``pid`` in bytes, from /proc (None where /proc is not available)."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) -> Child:
@@ -197,7 +221,9 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
                 message = conn.recv_bytes()
             except (EOFError, OSError):
                 break  # the supervisor is gone or closed the pipe: nothing more to do
-            runner.run(json.loads(message))
+            message = json.loads(message)
+            if "batch" in message:  # not a late request to cancel a task now finished
+                runner.run(message)
     except BaseException:
         # Not a task's doing (the executor keeps those): recording an outcome failed, say. The
         # supervisor records the running task as lost, with this exit code.
@@ -206,108 +232,6 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
     finally:
         logging.shutdown()
         os._exit(exit_code)  # skip inherited atexit handlers and finalizers of the parent's
-
-
-class _BatchRunner:
-    """Runs the tasks of each batch one after the other, and reports their outcomes.
-
-    Outcomes go back in as few replies as possible: one when the batch is done, and one every
-    ``REPORT_INTERVAL`` seconds while a long batch runs, so the supervisor records successes
-    and frees slots without waiting for the whole batch. A task is only started within the
-    batch's time budget (the first always is): the rest go back to the supervisor unstarted,
-    so that a slow task never holds fast ones behind it for long, nor do they it.
-    """
-
-    REPORT_INTERVAL = 0.05
-
-    def __init__(self, conn, slot, max_tasks, max_memory):
-        self.conn, self.slot = conn, slot
-        self.max_tasks, self.max_memory = max_tasks, max_memory
-        self.done = 0
-        self.recycle = False
-        self.recycle_reason = ""
-        self.pid = os.getpid()  # only this process may reply: a task may fork
-        # Successes a receiver waits for, recorded together before the next reply.
-        self.held: list[tuple[int, Any, executor.Outcome]] = []
-
-    def run(self, message: dict):
-        number, tasks, budget = message["batch"], message["tasks"], message["budget"]
-        started = reported = time.monotonic()
-        results: list[list[Any]] = []
-        busy = 0.0
-        returned: list[int] = []
-        for index, values in enumerate(tasks):
-            now = time.monotonic()
-            if index and (now - started > budget or self.slot.stop_asked or self.recycle):
-                returned = list(range(index, len(tasks)))
-                break
-            if (results or self.held) and now - reported > self.REPORT_INTERVAL:
-                self._reply(number, results, busy, final=False)
-                results, busy, reported = [], 0.0, now
-            self.slot.start(number, index, now)
-            try:
-                result = _run_one(index, values, retire=self._retire, held=self.held)
-            except BaseException:
-                # Not the task's doing (the executor keeps those): the child exits, and the
-                # supervisor records this task as lost. The tasks finished before it are
-                # reported first, so that none of them is handed back and run again.
-                if (results or self.held) and os.getpid() == self.pid:
-                    with contextlib.suppress(Exception):
-                        self._reply(number, results, busy, final=False)
-                raise
-            if result is not None:
-                results.append(result)
-            if os.getpid() != self.pid:  # a process the task forked, come back (see executor)
-                os._exit(0)
-            busy += time.monotonic() - now
-            self.done += 1
-            if self.max_tasks and self.done >= self.max_tasks:
-                self._retire(f"max_tasks={self.max_tasks}")
-        if self.max_memory and (rss_bytes(os.getpid()) or 0) > self.max_memory:
-            self._retire(f"max_memory={self.max_memory // 2**20}MiB")
-        self._reply(number, results, busy, final=True, returned=returned)
-
-    def _retire(self, reason: str):
-        """Run no further task here: the supervisor replaces this child after the reply."""
-        if not self.recycle:
-            self.recycle, self.recycle_reason = True, reason
-
-    def _reply(self, number, results, busy, *, final, returned=()):
-        held, self.held = self.held, []
-        try:
-            if held:  # recorded first: a success is reported once it is written
-                finishing.record_held([(task, outcome) for _, task, outcome in held])
-                results += [[index, outcome.kind, None, None] for index, _, outcome in held]
-        finally:
-            # Sent even if they could not be recorded (the database unreachable past its retry):
-            # the other outcomes are reported, the held tasks are not, and run again (at least
-            # once) as any finished task of a lost child that it had not reported.
-            reply = {"batch": number, "results": results, "busy": busy, "final": final}
-            if final:
-                reply["returned"] = list(returned)
-                reply["recycle"] = self.recycle
-                reply["recycle_reason"] = self.recycle_reason
-            self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
-
-
-def _run_one(index: int, values: dict, retire=None, held=None) -> list | None:
-    """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
-
-    ``retire(reason)`` is called when this child should run no other task after it. Given a
-    list ``held``, a success that a receiver waits for is added to it, ``(index, task,
-    outcome)``, for the caller to record with others (``finishing.record_held``): None then.
-    """
-    task = task_from_values(values)
-    outcome = executor.run(task, defer_success=True, hold_success=held is not None)
-    if outcome.unsettled and retire is not None:
-        retire(outcome.unsettled)
-    if outcome.held and held is not None:
-        held.append((index, task, outcome))
-        return None
-    if outcome.deferred:
-        # The supervisor records it, with the successes of other children, in one statement.
-        return [index, "deferred", outcome.result, time.time()]
-    return [index, outcome.kind, None, None]
 
 
 def _ignore_signal(signum, frame):

@@ -9,8 +9,9 @@ from django.db import DatabaseError
 
 from jobs import transitions
 from jobs.db import first_line
-from jobs.exceptions import MemoryLimitExceeded, TaskTimeout, WorkerCrashed
+from jobs.exceptions import MemoryLimitExceeded, WorkerCrashed
 from jobs.execution import executor, finishing
+from jobs.execution.aio import timeout_error
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker.child import Child, StopReason
@@ -24,7 +25,7 @@ def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int 
     if reason == StopReason.CANCEL:
         return None
     if reason == StopReason.TIMEOUT:
-        return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+        return timeout_error(timeout)
     if reason == StopReason.LEASE:
         return WorkerCrashed(
             "The task was stopped: its worker could not reach the database to renew its lease.",
@@ -39,6 +40,40 @@ def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int 
     return WorkerCrashed(
         "The task stopped unexpectedly.",
         detail=f"child process {child.pid} exited with code {child.process.exitcode}",
+    )
+
+
+def record_running(child: Child, reason: str, max_memory_bytes: int | None, retry):
+    """Record the loss of the tasks ``child`` was running, taken out of its batch.
+
+    The task it was stopped for (the one running; for a cancellation, the async tasks asked to
+    cancel) records ``reason``'s error; async tasks running beside it on its loop record
+    ``lost_beside``'s.
+    """
+    running = child.running()
+    indices = child.running_all()
+    if reason == StopReason.CANCEL and child.cancelling:
+        stopped_for = [index for index in indices if index in child.cancelling]
+    else:
+        stopped_for = [running[0]] if running and running[0] in child.batch else []
+    for index in indices:
+        claimed = child.batch.pop(index)
+        if index in stopped_for:
+            error = lost_error(child, reason, child.timeouts[index], max_memory_bytes)
+        else:
+            error = lost_beside(child, reason, max_memory_bytes)
+        started = running[1] if running and running[0] == index else child.dispatched
+        record_lost(claimed, error, started, retry)
+
+
+def lost_beside(child: Child, reason: str, max_memory_bytes: int | None):
+    """The error to record for an async task stopped with its child for another task's sake
+    (or for the child's: memory, lease), transient: retried under its policy."""
+    if reason in (StopReason.LEASE, StopReason.MEMORY):
+        return lost_error(child, reason, 0.0, max_memory_bytes)
+    return WorkerCrashed(
+        "The task was stopped with the worker process it ran in, beside other tasks.",
+        detail=f"child process {child.pid} stopped, reason={reason}",
     )
 
 

@@ -64,6 +64,10 @@ class ChildPool:
         self.task_seconds: float | None = None  # recent tasks' average length (a moving average)
         self._batch_number = 0
         self._timeouts: dict[tuple[str, str], float] = {}  # (name, backend) -> seconds
+        self._async: dict[tuple[str, str], bool] = {}  # (name, backend) -> is an async def
+        # A child runs this many async tasks of a batch together (jobs.worker.async_batch).
+        self.async_batch_size = min(self.batch_size, jobs_settings.ASYNC_CONCURRENCY)
+        self.async_last = False  # whether the last task sent to a child was async
 
     def start(self):
         for _ in range(self.concurrency):
@@ -95,8 +99,8 @@ class ChildPool:
         return held
 
     def running(self) -> list[Claimed]:
-        """The tasks children run now."""
-        return [child.batch[now[0]] for child in self.children if (now := child.running())]
+        """The tasks children run now (async tasks running together included)."""
+        return [child.batch[index] for child in self.children for index in child.running_all()]
 
     def next_deadline(self) -> float | None:
         """When (monotonic) the first running task overruns its timeout; None if none runs."""
@@ -119,6 +123,8 @@ class ChildPool:
         Judged by how long recent tasks took; one at a time until the first reports come in,
         so a worker of slow tasks never holds more than it runs.
         """
+        if self.async_last:  # they mostly wait: as many as a child runs together
+            return self.async_batch_size
         if self.task_seconds is None:
             return 1
         fits = int(self.batch_seconds / max(self.task_seconds, 1e-6))
@@ -151,10 +157,32 @@ class ChildPool:
         for child in self.idle():
             if not self.ready:
                 break
-            batch = [self.ready.popleft() for _ in range(min(size, len(self.ready)))]
+            if self._is_async(self.ready[0]):
+                batch = self._async_batch(len(self.idle()))
+            else:
+                batch = [self.ready.popleft() for _ in range(min(size, len(self.ready)))]
+            self.async_last = self._is_async(batch[-1])
             self._batch_number += 1
             child.send(self._batch_number, batch, [self._timeout(c) for c in batch],
                        self.batch_seconds)  # fmt: skip
+
+    def _async_batch(self, idle: int) -> list[Claimed]:
+        """The async tasks first in line, as many as a child runs together, shared fairly
+        among the ``idle`` children: they wait together, whatever their expected length."""
+        share = max(1, min(self.async_batch_size, math.ceil(len(self.ready) / max(idle, 1))))
+        batch = [self.ready.popleft()]
+        while self.ready and len(batch) < share and self._is_async(self.ready[0]):
+            batch.append(self.ready.popleft())
+        return batch
+
+    def _is_async(self, claimed: Claimed) -> bool:
+        key = (claimed.name, claimed.backend)
+        if key not in self._async:
+            try:
+                self._async[key] = executor.is_async_task(claimed.name, claimed.backend)
+            except BaseException:  # unknown here, or its module failed to import
+                self._async[key] = False  # the child records why it cannot run
+        return self._async[key]
 
     def _timeout(self, claimed: Claimed) -> float:
         key = (claimed.name, claimed.backend)
@@ -264,11 +292,7 @@ class ChildPool:
             reason,
             current.id if current else "-",
         )
-        if running is not None and current is not None:
-            timeout = child.timeouts[running[0]]
-            error = losses.lost_error(child, reason, timeout, self.max_memory_bytes)
-            losses.record_lost(current, error, running[1], self._retry)
-            del child.batch[running[0]]
+        losses.record_running(child, reason, self.max_memory_bytes, self._retry)
         # Not started, or finished with an outcome the child had not reported yet: run again.
         self.hand_back(list(child.batch.values()))
         child.batch = {}
@@ -342,8 +366,17 @@ class ChildPool:
                 if child.busy:
                     self._kill(child, reason)
                 continue
-            running = child.running()
-            if running and child.batch[running[0]].id in task_ids:
+            running = [index for index in child.running_all() if child.batch[index].id in task_ids]
+            if not running:
+                continue
+            if reason == StopReason.CANCEL and child.runs_async():
+                # Its coroutines are cancelled on its loop, its other tasks go on; killed only
+                # if one was asked before (its loop blocked, or the task ignores it).
+                if all(index in child.cancelling for index in running):
+                    self._kill(child, reason)
+                else:
+                    child.cancel(running)
+            else:
                 self._kill(child, reason)
         if task_ids is None:
             self.ready.clear()

@@ -125,7 +125,9 @@ class Slot:
     """
 
     _SEQ = struct.Struct("q")
-    _RECORD = struct.Struct("qqd")  # batch number, index in the batch, monotonic start time
+    # Batch number, index in the batch, monotonic start time; and for async tasks running
+    # together, the range of indices that may be running, ``first`` to ``upto`` (0: none).
+    _RECORD = struct.Struct("qqdqq")
     _RECORD_AT = _SEQ.size
     _STOP_AT = _RECORD_AT + _RECORD.size
 
@@ -134,13 +136,19 @@ class Slot:
         self._seq = 0  # the writer's own count; only the child writes after the fork
         self.start(-1, -1, 0.0)
 
-    def start(self, batch: int, index: int, started: float):
+    def start(self, batch: int, index: int, started: float, *, first: int = 0, upto: int = 0):
+        """The child runs task ``index`` of ``batch`` since ``started``; with ``upto``, async
+        tasks, those ``first`` to ``upto`` (excluded) may be running, ``index`` due first."""
         self._SEQ.pack_into(self._map, 0, self._seq + 1)  # odd: a write is under way
-        self._RECORD.pack_into(self._map, self._RECORD_AT, batch, index, started)
+        self._RECORD.pack_into(self._map, self._RECORD_AT, batch, index, started, first, upto)
         self._seq += 2
         self._SEQ.pack_into(self._map, 0, self._seq)
 
     def current(self) -> tuple[int, int, float]:
+        return self.current_run()[:3]
+
+    def current_run(self) -> tuple[int, int, float, int, int]:
+        """``(batch, index, started, first, upto)``, as the child last wrote them."""
         while True:
             (before,) = self._SEQ.unpack_from(self._map, 0)
             if not before % 2:

@@ -105,7 +105,7 @@ def running_add(a, b):
 
 
 def test_a_child_leaves_a_plain_success_to_the_supervisor(no_success_receivers):
-    from jobs.worker import child
+    from jobs.worker import batches as child
 
     task = running_add(2, 3)
     index, outcome, result, finished_at = child._run_one(7, json.loads(encode_task(task)))
@@ -116,7 +116,7 @@ def test_a_child_leaves_a_plain_success_to_the_supervisor(no_success_receivers):
 
 def test_a_child_records_a_success_a_receiver_waits_for(django_capture_on_commit_callbacks):
     """Receivers run where the outcome is recorded: in the child, under the task's timeout."""
-    from jobs.worker import child
+    from jobs.worker import batches as child
 
     task = running_add(2, 3)
     received = []

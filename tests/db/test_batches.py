@@ -10,7 +10,7 @@ from jobs import transitions
 from jobs.models import Task
 from jobs.states import Status
 from jobs.worker import claiming
-from jobs.worker.child import _BatchRunner
+from jobs.worker.batches import _BatchRunner
 from jobs.worker.wire import Claimed, Slot, batch_message, encode_task, task_from_values
 from tests.factories import TaskFactory, UserFactory
 from tests.helpers import claim_for_dispatch, retry
@@ -214,7 +214,7 @@ def test_a_slot_read_never_returns_a_half_written_record():
     slot.start(1, 0, 100.0)
     # The writer descheduled halfway through its next write: counter odd, record half new.
     Slot._SEQ.pack_into(slot._map, 0, slot._seq + 1)
-    Slot._RECORD.pack_into(slot._map, Slot._RECORD_AT, 2, 5, 0.0)
+    Slot._RECORD.pack_into(slot._map, Slot._RECORD_AT, 2, 5, 0.0, 0, 0)
     read = []
     reader = threading.Thread(target=lambda: read.append(slot.current()), daemon=True)
     reader.start()

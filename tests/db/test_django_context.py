@@ -78,6 +78,14 @@ def test_an_async_task_reports_through_sync_to_async():
     assert (row.progress_current, row.progress_message) == (3, "Imported 3 of 3 rows")
 
 
+def test_an_async_task_calls_its_context_directly_within_the_test_transaction():
+    from tests.testapp import async_tasks
+
+    async_tasks.django_attempt.enqueue(0.01)
+    row = run_next()  # awaited alone: the context's writes on this thread's connection
+    assert (row.status, row.result, row.progress_message) == (Status.SUCCEEDED, 1, "done")
+
+
 def test_steps_are_recorded_and_a_retry_skips_them_counting_its_attempt():
     result = django_tasks.in_two_steps.enqueue("django-resume", fail_times=1)
     row = run_next()

@@ -18,7 +18,7 @@ from jobs.backends import TaskResultStatus, load_task, task_finished, task_start
 from jobs.execution import finishing
 from jobs.models import Task
 from jobs.states import Status
-from jobs.worker import child
+from jobs.worker import batches as child
 from jobs.worker.wire import encode_task
 from tests.factories import TaskFactory
 

@@ -24,11 +24,22 @@ def test_defaults_pass():
         ("JOBS_POLL_INTERVAL", "1s", "JOBS_POLL_INTERVAL must be a number of seconds above 0"),
         ("JOBS_BATCH_SIZE", 0, "JOBS_BATCH_SIZE must be a whole number of at least 1"),
         ("JOBS_BATCH_SECONDS", 0, "JOBS_BATCH_SECONDS must be a number of seconds above 0"),
+        ("JOBS_ASYNC_CONCURRENCY", 0, "JOBS_ASYNC_CONCURRENCY must be a whole number of at least"),
+        ("JOBS_ASYNC_CONCURRENCY", 2.5, "JOBS_ASYNC_CONCURRENCY must be a whole number"),
+        ("JOBS_ASYNC_CONCURRENCY", None, "JOBS_ASYNC_CONCURRENCY must be a whole number"),
     ],
 )
 def test_bad_values_are_reported(settings, setting, value, fragment):
     setattr(settings, setting, value)
     assert any(fragment in message for message in messages()), messages()
+
+
+def test_an_async_concurrency_past_the_limit_is_reported(settings):
+    from jobs.checks import check_numeric_limits
+
+    settings.JOBS_ASYNC_CONCURRENCY = 10**6
+    errors = [error.msg for error in check_numeric_limits(None)]
+    assert "JOBS_ASYNC_CONCURRENCY must be at most 100,000, got 1000000." in errors
 
 
 def test_checks_are_registered_with_django():

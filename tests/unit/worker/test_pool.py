@@ -135,3 +135,43 @@ def test_a_ready_handle_has_its_child_read_or_lost():
     handles = dict(pool.wait_handles())
     pool.handle_ready([handles[21], handles[10], handles[11]])  # one replied and exited
     assert seen == [("receive", one), ("lost", two)]
+
+
+def async_claimed() -> Claimed:
+    return Claimed(uuid.uuid4(), 1, "w", "tests.testapp.async_tasks.nap", "", b'{"id": 1}')
+
+
+def test_async_tasks_go_together_shared_among_the_idle_children(settings):
+    settings.JOBS_ASYNC_CONCURRENCY = 40
+    first, second, busy = child(), child(), child(busy=True)
+    pool = pool_of(first, second, busy)
+    assert pool.batch_size_now() == 1  # nothing known yet: one each
+    naps = [async_claimed() for _ in range(49)]
+    plain = claimed()
+    pool.ready.extend([*naps, plain])
+    pool.dispatch()
+    # Unknown lengths, but async: half each, the plain task after them left for a free child.
+    assert list(first.batch.values()) == naps[:25]
+    assert list(second.batch.values()) == naps[25:]
+    assert list(pool.ready) == [plain]
+    # The next claim takes as many as a child runs together, before any report.
+    assert pool.batch_size_now() == 40
+
+
+def test_an_async_batch_is_at_most_what_a_child_runs_together(settings):
+    settings.JOBS_ASYNC_CONCURRENCY = 10
+    only = child()
+    pool = pool_of(only)
+    pool.ready.extend(async_claimed() for _ in range(25))
+    pool.dispatch()
+    assert len(only.batch) == 10
+    assert pool.waiting() == 15
+
+
+def test_a_worker_of_async_tasks_claims_for_what_its_children_run_together(settings):
+    settings.JOBS_ASYNC_CONCURRENCY = 10
+    pool = pool_of(child(), child(busy=True))
+    pool.task_seconds = 0.0001  # the loop's time per task: 200 would fit the budget
+    pool.async_last = True
+    assert pool.batch_size_now() == 10
+    assert pool.wanted(claim_seconds=0.01) == 10 + 2 * 10
