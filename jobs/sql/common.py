@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 
 from jobs import states
-from jobs.models import QueuePause, Task
+from jobs.models import QueuePause, Task, UniqueHold
 
 
 def task_table(connection) -> str:
@@ -243,9 +243,33 @@ class Inserts:
             f"{self.one} ON CONFLICT (name, idempotency_key) "
             "WHERE idempotency_key IS NOT NULL DO NOTHING"
         )
+        # With a unique key held while waiting or active: no target, as the partial index's
+        # condition would have to be written again, word for word, for SQLite to match it.
+        # The only other unique index a new row can meet is the primary key (a fresh uuid4),
+        # since such a row has no idempotency key (JobsTask refuses both).
+        self.one_unique = f"{self.one} ON CONFLICT DO NOTHING"
         self.many = self.one
         self.native_params = False  # whether the driver adapts uuid, str, int, datetime as is
         self.server_binding = None  # a cursor class that binds on the server, if any
+
+
+def take_unique_hold(connection) -> str:
+    """Hold a unique key for a period, unless a hold of it has not expired yet; ``RETURNING
+    task_id`` (one row: taken; none: held). Parameters: name, key, task_id, expires_at, now.
+
+    One statement the database decides: racing enqueues of one key wait on the unique index for
+    the first to commit, then find its hold unexpired (PostgreSQL re-reads the latest row for
+    the ``DO UPDATE ... WHERE``; SQLite has one writer at a time).
+    """
+    table = connection.ops.quote_name(UniqueHold._meta.db_table)
+    return f"""
+        INSERT INTO {table} (name, {connection.ops.quote_name("key")}, task_id, expires_at)
+        VALUES (%s, %s, %s, %s)
+        ON CONFLICT (name, {connection.ops.quote_name("key")}) DO UPDATE
+            SET task_id = excluded.task_id, expires_at = excluded.expires_at
+            WHERE {table}.expires_at <= %s
+        RETURNING task_id
+    """
 
 
 # Reading --------------------------------------------------------------------------------------
