@@ -50,7 +50,8 @@ def test_while_waiting_a_duplicate_gets_the_waiting_task_and_once_it_runs_a_new_
     assert again.args == [1, 2]  # returned as it is
     running = start(first)
     second = enqueue(unique_while="waiting")
-    assert second.created and second.pk != running.pk
+    assert second.created
+    assert second.pk != running.pk
     assert enqueue(unique_while="waiting").pk == second.pk
     assert Task.objects.count() == 2
 
@@ -91,7 +92,8 @@ def test_while_active_a_running_task_holds_its_key_until_it_ends(outcome):
     else:
         getattr(transitions, outcome)(running)
     after = enqueue(unique_while="active")
-    assert after.created and after.pk != first.pk
+    assert after.created
+    assert after.pk != first.pk
 
 
 def test_a_cancelled_waiting_task_frees_its_key():
@@ -123,7 +125,8 @@ def test_for_a_period_a_duplicate_gets_the_first_task_whatever_became_of_it():
     assert (again.pk, again.created, again.status) == (first.pk, False, "succeeded")
     UniqueHold.objects.update(expires_at=timezone.now() - timedelta(seconds=1))  # time passes
     later = enqueue(unique_for=300)
-    assert later.created and UniqueHold.objects.get().task_id == later.pk
+    assert later.created
+    assert UniqueHold.objects.get().task_id == later.pk
     # The period counts from the first enqueue: a duplicate does not extend it.
     expires = UniqueHold.objects.get().expires_at
     enqueue(unique_for=3000)
@@ -134,7 +137,8 @@ def test_a_hold_whose_task_was_deleted_is_taken_over():
     first = enqueue(unique_for=300)
     Task.objects.filter(pk=first.pk).delete()
     second = enqueue(unique_for=300)
-    assert second.created and UniqueHold.objects.get().task_id == second.pk
+    assert second.created
+    assert UniqueHold.objects.get().task_id == second.pk
 
 
 def test_pruning_deletes_expired_holds_only():
@@ -179,7 +183,8 @@ def test_replace_declared_on_the_task_applies_to_the_keys_of_calls():
 def test_django_tasks_take_the_same_options():
     first = django_tasks.multiply.using(unique_key="m", unique_while="active").enqueue(2, 3)
     again = django_tasks.multiply.using(unique_key="m", unique_while="active").enqueue(4, 5)
-    assert again.id == first.id and not again.record.created
+    assert again.id == first.id
+    assert not again.record.created
 
 
 def test_a_duplicate_does_not_break_the_callers_transaction():
