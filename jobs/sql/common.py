@@ -243,10 +243,10 @@ class Inserts:
             f"{self.one} ON CONFLICT (name, idempotency_key) "
             "WHERE idempotency_key IS NOT NULL DO NOTHING"
         )
-        # With a unique key held while waiting or active: no target, as the partial index's
-        # condition would have to be written again, word for word, for SQLite to match it.
-        # The only other unique index a new row can meet is the primary key (a fresh uuid4),
-        # since such a row has no idempotency key (JobsTask refuses both).
+        # With a unique key held while waiting or active: no target, so that both keys' indexes
+        # decide (the unique key's, and the idempotency key's if the row has one too), and as
+        # the partial index's condition would have to be written again, word for word, for
+        # SQLite to match it. The primary key, the only other, is a fresh uuid4.
         self.one_unique = f"{self.one} ON CONFLICT DO NOTHING"
         self.many = self.one
         self.native_params = False  # whether the driver adapts uuid, str, int, datetime as is

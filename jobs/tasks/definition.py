@@ -123,12 +123,6 @@ class JobsTask(DjangoTask):
             raise TaskOptionError(
                 "Pass either unique_while or unique_for (a scope by status, or by time), not both."
             )
-        unique = (self.unique_key, self.unique_while, self.unique_for, self.on_duplicate)
-        if self.idempotency_key is not None and any(value is not None for value in unique):
-            raise TaskOptionError(
-                "An idempotency_key is unique for ever: it takes no unique_key, unique_while, "
-                "unique_for or on_duplicate (docs/howto/flow-control.md, 'Uniqueness')."
-            )
 
     def get_backend(self):
         if self.backend == JOBS_API:

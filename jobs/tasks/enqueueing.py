@@ -261,8 +261,6 @@ def create_task(
         validate_json(payload, "payload")
         payload_text = compact_json(payload)
     if unique is not None:
-        if idempotency_key is not None:  # JobsTask refuses both; this is for direct callers
-            raise ValueError("Pass either an idempotency key or a unique key, not both.")
         holder = insert_unique(values, payload, payload_text, unique, using=using)
         if holder is not None:
             return holder

@@ -60,10 +60,10 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
         else:
             params.append(field.get_db_prep_save(values[name], connection))
     with _cursor(connection, built.server_binding) as cursor:
-        if values["idempotency_key"] is not None:
-            cursor.execute(built.one_with_key, params)
-        elif values["unique_while"] is not None:
+        if values["unique_while"] is not None:  # an idempotency key too, if it has one
             cursor.execute(built.one_unique, params)
+        elif values["idempotency_key"] is not None:
+            cursor.execute(built.one_with_key, params)
         else:
             cursor.execute(built.one, params)
             return True

@@ -12,6 +12,9 @@ The database decides every step, never a read followed by a write that trusts it
 - **The duplicate's action**: an UPDATE guarded by the holder's status, so a task that started
   meanwhile keeps its arguments.
 
+A call may carry an idempotency key as well (the scheduler gives every slot one): both keys
+hold, and a duplicate of the idempotency key gets its task unchanged, whatever the scope says.
+
 Between a refused INSERT and the read of the holder, the holder may have started or finished
 (the key is free again): the enqueue then tries again, a few times at most.
 """
@@ -45,7 +48,10 @@ def insert_unique(values: dict, payload, payload_text: str, unique: Uniqueness, 
             return None
         if holder is None:
             continue  # the key was held, but its holder let it go since: try again
-        if unique.replace and holder.status in CLAIMABLE_STATUSES:
+        same_work = values["idempotency_key"] is not None and (
+            holder.idempotency_key == values["idempotency_key"]
+        )
+        if unique.replace and not same_work and holder.status in CLAIMABLE_STATUSES:
             guard = {} if unique.period is not None else {"unique_key": unique.key}
             if not _replace(holder, values, payload, guard, using=using):
                 continue  # it started (or finished) meanwhile: look again
@@ -67,7 +73,7 @@ def _take_while(values, payload_text, unique, *, using) -> tuple[bool, Task | No
         return True, None
     # The row that made the INSERT conflict was committed before it (ON CONFLICT waits for a
     # racing transaction to end), so this read, a statement of its own, sees it if still held.
-    holder = (
+    holder = _idempotent_holder(values, using=using) or (
         Task.objects.using(using)
         .filter(UNIQUE_HELD, name=values["name"], unique_key=unique.key)
         .first()
@@ -79,10 +85,13 @@ def _take_for_period(values, payload_text, unique, *, using) -> tuple[bool, Task
     """The hold of a key for a period, then the task: whether it inserted, or the holder."""
     now = values["created_at"]
     name, key = values["name"], unique.key
-    with transaction.atomic(using=using):
-        if _take_hold(name, key, values["id"], now + unique.period, now, using=using):
-            insert_one(values, payload_text, using=using)
-            return True, None
+    try:
+        with transaction.atomic(using=using):
+            if _take_hold(name, key, values["id"], now + unique.period, now, using=using):
+                _insert_or_roll_back(values, payload_text, using=using)
+                return True, None
+    except _IdempotencyKeyTaken:  # the hold went back with the savepoint
+        return False, _idempotent_holder(values, using=using)
     holds = UniqueHold.objects.using(using).filter(name=name, key=key)
     holder_id = holds.values_list("task_id", flat=True).first()
     if holder_id is None:
@@ -96,9 +105,25 @@ def _take_for_period(values, payload_text, unique, *, using) -> tuple[bool, Task
         if holds.filter(task_id=holder_id).update(
             task_id=values["id"], expires_at=now + unique.period
         ):
-            insert_one(values, payload_text, using=using)
+            _insert_or_roll_back(values, payload_text, using=using)
             return True, None
     return False, None
+
+
+class _IdempotencyKeyTaken(Exception):
+    """The row of a period's hold met its idempotency key taken: the hold is rolled back."""
+
+
+def _insert_or_roll_back(values, payload_text, *, using):
+    if not insert_one(values, payload_text, using=using):
+        raise _IdempotencyKeyTaken
+
+
+def _idempotent_holder(values, *, using) -> Task | None:
+    if values["idempotency_key"] is None:
+        return None
+    rows = Task.objects.using(using)
+    return rows.filter(name=values["name"], idempotency_key=values["idempotency_key"]).first()
 
 
 def _take_hold(name: str, key: str, task_id, expires_at: datetime, now, *, using: str) -> bool:

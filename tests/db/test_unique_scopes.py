@@ -11,6 +11,7 @@ from django.utils import timezone
 from jobs import transitions
 from jobs.error_records import ErrorRecord
 from jobs.exceptions import PayloadError
+from jobs.maintenance import periodic
 from jobs.maintenance.pruning import prune
 from jobs.models import Task, UniqueHold
 from jobs.states import Status
@@ -232,10 +233,7 @@ def test_a_scope_passed_to_using_replaces_the_other():
         {"unique_for": timedelta(days=-1)},
         {"unique_for": timedelta(days=367)},
         {"unique_while": "waiting", "unique_for": 60},
-        {"idempotency_key": "i", "unique_key": "k"},
-        {"idempotency_key": "i", "unique_while": "active"},
-        {"idempotency_key": "i", "unique_for": 60},
-        {"idempotency_key": "i", "on_duplicate": "replace"},
+        {"unique_while": "active", "unique_for": timedelta(seconds=60)},
     ],
 )
 def test_bad_values_and_combinations_are_refused_before_anything_is_written(options):
@@ -243,15 +241,45 @@ def test_bad_values_and_combinations_are_refused_before_anything_is_written(opti
         tasks.add.using(**options).enqueue(1, 2)
     assert isinstance(refused.value, InvalidTask)
     assert isinstance(refused.value, PayloadError)
-    if "idempotency_key" not in options:  # a declaration takes none
-        with pytest.raises(TaskOptionError):
-            jobs_task(**options)(tasks.add.func)
+    with pytest.raises(TaskOptionError):
+        jobs_task(**options)(tasks.add.func)
     assert not Task.objects.exists()
 
 
-def test_a_declared_scope_refuses_an_idempotency_key_per_call():
-    with pytest.raises(TaskOptionError, match="unique for ever"):
-        tasks.add.using(unique_while="waiting").using(idempotency_key="i")
+@pytest.mark.parametrize(
+    "scope", [{"unique_while": "waiting"}, {"unique_while": "active"}, {"unique_for": 60}]
+)
+def test_with_an_idempotency_key_too_both_keys_hold(scope):
+    first = enqueue("k", 1, 1, idempotency_key="i1", on_duplicate="replace", **scope)
+    # The same idempotency key: its task, unchanged, even when the scope would replace.
+    same = enqueue("k", 2, 2, idempotency_key="i1", on_duplicate="replace", **scope)
+    assert (same.pk, same.created, same.replaced, same.args) == (first.pk, False, False, [1, 1])
+    # Another idempotency key, the same unique key: the scope decides (here, replace).
+    other = enqueue("k", 3, 3, idempotency_key="i2", on_duplicate="replace", **scope)
+    assert (other.pk, other.replaced, other.args) == (first.pk, True, [3, 3])
+    # Another unique key, the first idempotency key: that key decides, for ever.
+    transitions.succeed(start(first))
+    again = enqueue("k2", 4, 4, idempotency_key="i1", **scope)
+    assert (again.pk, again.created) == (first.pk, False)
+    assert Task.objects.count() == 1
+    assert UniqueHold.objects.count() == (1 if "unique_for" in scope else 0)
+
+
+@jobs_task(unique_while="active")
+def one_at_a_time(): ...
+
+
+def test_a_schedule_of_a_task_unique_while_active_skips_slots_while_one_is_active():
+    spec = periodic.PeriodicTask("minutely", f"{__name__}.one_at_a_time", every=60)
+    slot = timezone.now().replace(microsecond=0)
+    first = periodic.enqueue_slot(spec, slot)
+    assert first.created
+    start(Task.objects.get(pk=first.task_id))
+    skipped = periodic.enqueue_slot(spec, slot + timedelta(minutes=1))
+    assert (skipped.task_id, skipped.created) == (first.task_id, False)
+    transitions.succeed(Task.objects.get(pk=first.task_id))
+    assert periodic.enqueue_slot(spec, slot + timedelta(minutes=2)).created
+    assert periodic.enqueue_slot(spec, slot + timedelta(minutes=2)).created is False
 
 
 def test_enqueue_many_refuses_a_unique_key():
