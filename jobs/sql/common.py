@@ -7,6 +7,8 @@ where its parameters are more than the caller's own values, the parameters in th
 import json
 from datetime import datetime
 
+from django.db.models import UniqueConstraint
+
 from jobs import states
 from jobs.models import QueuePause, Task, UniqueHold
 
@@ -251,6 +253,34 @@ class Inserts:
         self.many = self.one
         self.native_params = False  # whether the driver adapts uuid, str, int, datetime as is
         self.server_binding = None  # a cursor class that binds on the server, if any
+
+
+_unique_held: dict[str, str] = {}
+
+
+def unique_held_condition(connection) -> str:
+    """The condition of the rows holding their unique key (``jobs.models.UNIQUE_HELD``), as the
+    partial unique index ``jobs_task_unique_while`` writes it; no parameters.
+
+    Its values are literals, as in the index: SQLite uses a partial index only for a query
+    whose condition has the index's own, and a parameter never matches a literal (the ORM's
+    filter read every row of the task name instead). A shortcut into Django's internals: the
+    constraint's ``_get_condition_sql``, as the schema editor writes the index; guarded by
+    tests/db/test_unique_scopes.py, which reads the plan of the lookup on both databases.
+    """
+    built = _unique_held.get(connection.vendor)
+    if built is None:
+        constraint = next(
+            c
+            for c in Task._meta.constraints
+            if isinstance(c, UniqueConstraint) and c.name == "jobs_task_unique_while"
+        )
+        editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
+        # Django's own, absent from its stubs (see the docstring).
+        condition = constraint._get_condition_sql(Task, editor)  # type: ignore[attr-defined]
+        built = condition.replace("%", "%%")
+        _unique_held[connection.vendor] = built
+    return built
 
 
 def take_unique_hold(connection) -> str:

@@ -73,12 +73,9 @@ def _take_while(values, payload_text, unique, *, using) -> tuple[bool, Task | No
         return True, None
     # The row that made the INSERT conflict was committed before it (ON CONFLICT waits for a
     # racing transaction to end), so this read, a statement of its own, sees it if still held.
-    holder = _idempotent_holder(values, using=using) or (
-        Task.objects.using(using)
-        .filter(UNIQUE_HELD, name=values["name"], unique_key=unique.key)
-        .first()
+    return False, _idempotent_holder(values, using=using) or _unique_holder(
+        values["name"], unique.key, using=using
     )
-    return False, holder
 
 
 def _take_for_period(values, payload_text, unique, *, using) -> tuple[bool, Task | None]:
@@ -108,6 +105,18 @@ def _take_for_period(values, payload_text, unique, *, using) -> tuple[bool, Task
             _insert_or_roll_back(values, payload_text, using=using)
             return True, None
     return False, None
+
+
+def holders(name: str, key: str, *, using: str):
+    """The task holding ``key`` of ``name`` while waiting or active (one at most), found
+    through the key's partial unique index."""
+    condition = sql.common.unique_held_condition(connections[using])
+    rows = Task.objects.using(using).filter(name=name, unique_key=key).extra(where=[condition])
+    return rows.order_by()
+
+
+def _unique_holder(name: str, key: str, *, using: str) -> Task | None:
+    return next(iter(holders(name, key, using=using)[:1]), None)
 
 
 class _IdempotencyKeyTaken(Exception):

@@ -5,7 +5,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from jobs import transitions
@@ -15,6 +15,7 @@ from jobs.maintenance import periodic
 from jobs.maintenance.pruning import prune
 from jobs.models import Task, UniqueHold
 from jobs.states import Status
+from jobs.tasks import uniqueness
 from jobs.tasks.definition import TaskOptionError
 from jobs.tasks.django_api import InvalidTask
 from jobs.tasks.registry import task as jobs_task
@@ -287,6 +288,20 @@ def test_enqueue_many_refuses_a_unique_key():
         with pytest.raises(ValueError, match="names one task"):
             tasks.add.using(**options).enqueue_many([(1, 2)])
     assert not Task.objects.exists()
+
+
+def test_the_holder_of_a_key_is_read_through_the_keys_index_not_the_task_names_rows():
+    Task.objects.bulk_create(
+        Task(name="tests.testapp.tasks.add", status=Status.SUCCEEDED, unique_key=f"k{number}")
+        for number in range(3000)
+    )
+    enqueue(unique_while="waiting")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {Task._meta.db_table}")
+    plan = uniqueness.holders("tests.testapp.tasks.add", "k", using="default").explain()
+    assert "jobs_task_unique_while" in plan, plan
+    assert uniqueness.holders("tests.testapp.tasks.add", "k", using="default").count() == 1
 
 
 # Racing enqueues (threads here; processes: tests/process/test_unique_races.py) -----------------
