@@ -255,7 +255,7 @@ class Inserts:
         self.server_binding = None  # a cursor class that binds on the server, if any
 
 
-_unique_held: dict[str, str] = {}
+_unique_held: dict[type, str] = {}  # by the class of the connection: one per database
 
 
 def unique_held_condition(connection) -> str:
@@ -268,7 +268,7 @@ def unique_held_condition(connection) -> str:
     constraint's ``_get_condition_sql``, as the schema editor writes the index; guarded by
     tests/db/test_unique_scopes.py, which reads the plan of the lookup on both databases.
     """
-    built = _unique_held.get(connection.vendor)
+    built = _unique_held.get(type(connection))
     if built is None:
         constraint = next(
             c
@@ -279,7 +279,7 @@ def unique_held_condition(connection) -> str:
         # Django's own, absent from its stubs (see the docstring).
         condition = constraint._get_condition_sql(Task, editor)  # type: ignore[attr-defined]
         built = condition.replace("%", "%%")
-        _unique_held[connection.vendor] = built
+        _unique_held[type(connection)] = built
     return built
 
 

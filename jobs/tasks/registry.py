@@ -8,6 +8,7 @@ the worker, schedules and the admin find it again. Free of jobs' models (see
 
 import contextlib
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.utils.module_loading import import_string
@@ -54,7 +55,7 @@ def task(
     concurrency_limit: int | None = None,
     unique_key: str | None = None,
     unique_while: str | None = None,
-    unique_for: float | None = None,
+    unique_for: float | timedelta | None = None,
     on_duplicate: str | None = None,
 ):
     """Declare a task; use as ``@task`` or ``@task(queue="emails", max_attempts=5, ...)``.
