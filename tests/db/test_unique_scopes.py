@@ -342,3 +342,53 @@ def test_concurrent_enqueues_of_one_key_make_one_task(options):
     assert Task.objects.count() == 1
     assert [created for _, created in results].count(True) == 1
     assert {pk for pk, _ in results} == {Task.objects.get().pk}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("outcome", ["commit", "roll back"])
+@pytest.mark.parametrize("scope", [{"unique_while": "waiting"}, {"unique_for": 60}])
+def test_an_enqueue_racing_an_uncommitted_one_waits_for_its_outcome(scope, outcome):
+    """The second enqueue waits for the first's transaction: it gets the first's task if that
+    commits, and makes its own if it rolls back (the key was never held)."""
+    first_inserted = threading.Event()
+    results, errors = {}, []
+
+    def first():
+        try:
+            with transaction.atomic():
+                results["first"] = enqueue("u", 1, 1, **scope).pk
+                first_inserted.set()
+                threading.Event().wait(0.5)  # hold the uncommitted row while the second tries
+                if outcome == "roll back":
+                    raise LookupError("the request failed")
+        except LookupError:
+            pass
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            first_inserted.set()
+            connection.close()
+
+    def second():
+        try:
+            first_inserted.wait(10)
+            task = enqueue("u", 2, 2, **scope)
+            results["second"] = (task.pk, task.created)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    (stored,) = Task.objects.all()
+    if outcome == "commit":
+        assert results["second"] == (results["first"], False)
+        assert stored.args == [1, 1]
+    else:
+        assert results["second"] == (stored.pk, True)
+        assert stored.args == [2, 2]
