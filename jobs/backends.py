@@ -140,9 +140,10 @@ class DatabaseBackend(BaseTaskBackend):
     def store(self, task, args, kwargs, *, with_result=True) -> "tuple[Task, TaskResult | None]":
         """Enqueue ``task`` (its ``using()`` options included); return its row and its result.
 
-        An existing task of the same idempotency key is returned instead of a new one (no
-        signal sent then). Django's ``task_enqueued`` is sent for the backends of
-        ``settings.TASKS``, not for ``@jobs.task`` tasks (jobs' own signals are sent for both).
+        An existing task of the same idempotency key, or holding the same unique key, is
+        returned instead of a new one (no signal sent then). Django's ``task_enqueued`` is sent
+        for the backends of ``settings.TASKS``, not for ``@jobs.task`` tasks (jobs' own
+        signals are sent for both).
         ``with_result=False`` skips building the result when only the row is wanted.
         """
         from jobs.tasks.enqueueing import create_task, row_fields  # app registry: see above
@@ -150,7 +151,10 @@ class DatabaseBackend(BaseTaskBackend):
         if not isinstance(task, JobsTask):  # a Django Task made by hand, not by @task
             task = as_jobs_task(task)
         payload, payload_text = encode_payload(args, kwargs)
-        row = create_task(payload=payload, payload_text=payload_text, **row_fields(task))
+        unique = task.resolved_unique()
+        row = create_task(
+            payload=payload, payload_text=payload_text, unique=unique, **row_fields(task)
+        )
         signalled = row.created and self.alias != JOBS_API
         result = to_task_result(row, as_declared(task)) if with_result or signalled else None
         if signalled:

@@ -12,6 +12,11 @@ from jobs.conf import jobs_settings
 from jobs.states import CLAIMABLE, TERMINAL, Status
 
 CLAIMABLE_STATUSES = sorted(CLAIMABLE)
+# The rows that hold their unique key (``Task.unique_while``): waiting ones that never started,
+# and active ones (waiting or running). The condition of the partial unique index that decides.
+UNIQUE_HELD = Q(unique_while="waiting", status=Status.PENDING, started_at__isnull=True) | Q(
+    unique_while="active", status__in=[*CLAIMABLE_STATUSES, Status.RUNNING]
+)
 
 
 class TaskQuerySet(models.QuerySet):
@@ -68,6 +73,11 @@ class Task(models.Model):
     # decides (``jobs.sql``). NULL, not "": no key, no limit (docs/howto/flow-control.md).
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    # One task per key of a task name at a time (``jobs.tasks.uniqueness``): while it has not
+    # started (``unique_while`` "waiting") or until it finishes ("active"), which a partial
+    # unique index decides; with a period (``UniqueHold``), ``unique_while`` is NULL.
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    unique_while = models.CharField(max_length=16, null=True, blank=True)  # noqa: DJ001
 
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
@@ -98,8 +108,10 @@ class Task(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = TaskQuerySet.as_manager()
-    # Set on what enqueue returns: False when an idempotency key found an existing task.
+    # Set on what enqueue returns: False when an idempotency or unique key found an existing
+    # task; ``replaced`` when that task took the duplicate's arguments (on_duplicate="replace").
     created: bool
+    replaced: bool
 
     class Meta:
         ordering = ["-created_at"]
@@ -111,6 +123,15 @@ class Task(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="jobs_task_status_valid"
+            ),
+            # The rows holding their unique key: waiting ones that never started, and active
+            # ones. Only an INSERT enters it (a requeue gives up the key: transitions), so no
+            # status change can break it; a waiting task that ran once (retrying, or handed
+            # back) no longer holds its key.
+            models.UniqueConstraint(
+                fields=["name", "unique_key"],
+                condition=UNIQUE_HELD,
+                name="jobs_task_unique_while",
             ),
         ]
         indexes = [
@@ -226,6 +247,28 @@ class TaskStep(models.Model):
 
     def __str__(self):
         return f"{self.task_id} {self.name}"
+
+
+class UniqueHold(models.Model):
+    """A unique key of a task name held for a period (``unique_for``) by the task it names.
+
+    Taken by an upsert that replaces only an expired hold (``jobs.sql.common.take_unique_hold``),
+    so the database decides between racing enqueues. Expired holds are deleted by pruning.
+    """
+
+    name = models.CharField(max_length=200)
+    key = models.CharField(max_length=255)
+    task_id = models.UUIDField()  # no foreign key: the hold outlives a pruned task
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name", "key"], name="jobs_uniquehold_unique_key")
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="jobs_uniquehold_expires_idx")]
+
+    def __str__(self):
+        return f"{self.name} {self.key} until {self.expires_at}"
 
 
 class WorkerQuerySet(models.QuerySet):

@@ -293,7 +293,9 @@ def cancel(task: Task, *, now=None) -> CancelOutcome:
 def requeue_many(queryset, *, now=None) -> int:
     """Put failed or cancelled tasks back in the queue, keeping their error history.
 
-    A task that used up its attempts gets one more, so a requeued task always runs again.
+    A task that used up its attempts gets one more, so a requeued task always runs again. It
+    gives up a unique key held while waiting or active: another task may hold the key by now,
+    and the key's unique index would refuse the requeue (docs/howto/flow-control.md).
     """
     now = now or timezone.now()
     values = {
@@ -309,6 +311,7 @@ def requeue_many(queryset, *, now=None) -> int:
         "progress_message": "",
         "result": None,
         "result_public": False,
+        "unique_while": None,
     }
     return _apply_many(states.REQUEUE, queryset, values, now)
 

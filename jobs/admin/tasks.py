@@ -58,7 +58,13 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
             {"fields": ["timings", "worker_id"]},
         ),
         ("Input and output", {"fields": ["payload_pretty", "result_pretty"]}),
-        ("Identity", {"fields": ["idempotency_key", "backend"], "classes": ["collapse"]}),
+        (
+            "Identity",
+            {
+                "fields": ["idempotency_key", "unique_key", "unique_while", "backend"],
+                "classes": ["collapse"],
+            },
+        ),
     ]
     readonly_fields = [
         *(field.name for field in Task._meta.fields),

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from jobs import limits
 from jobs.conf import DEFAULTS, jobs_settings
-from jobs.models import MaintenanceLock, Task
+from jobs.models import MaintenanceLock, Task, UniqueHold
 from jobs.states import TERMINAL
 
 logger = logging.getLogger(__name__)
@@ -117,6 +117,10 @@ def prune(
             if len(ids) < batch_size:
                 break
         report.counts[status] = deleted
+    if not dry_run:
+        # Holds of unique keys whose period is over (unique_for): an expired hold frees its key
+        # either way; a hold taken again meanwhile has a later expiry and is kept.
+        UniqueHold.objects.filter(expires_at__lte=now).delete()
     if report.total and not dry_run:
         logger.info(
             "tasks pruned %s complete=%s",

@@ -7,8 +7,10 @@ where its parameters are more than the caller's own values, the parameters in th
 import json
 from datetime import datetime
 
+from django.db.models import UniqueConstraint
+
 from jobs import states
-from jobs.models import QueuePause, Task
+from jobs.models import QueuePause, Task, UniqueHold
 
 
 def task_table(connection) -> str:
@@ -296,9 +298,61 @@ class Inserts:
             f"{self.one} ON CONFLICT (name, idempotency_key) "
             "WHERE idempotency_key IS NOT NULL DO NOTHING"
         )
+        # With a unique key held while waiting or active: no target, so that both keys' indexes
+        # decide (the unique key's, and the idempotency key's if the row has one too), and as
+        # the partial index's condition would have to be written again, word for word, for
+        # SQLite to match it. The primary key, the only other, is a fresh uuid4.
+        self.one_unique = f"{self.one} ON CONFLICT DO NOTHING"
         self.many = self.one
         self.native_params = False  # whether the driver adapts uuid, str, int, datetime as is
         self.server_binding = None  # a cursor class that binds on the server, if any
+
+
+_unique_held: dict[type, str] = {}  # by the class of the connection: one per database
+
+
+def unique_held_condition(connection) -> str:
+    """The condition of the rows holding their unique key (``jobs.models.UNIQUE_HELD``), as the
+    partial unique index ``jobs_task_unique_while`` writes it; no parameters.
+
+    Its values are literals, as in the index: SQLite uses a partial index only for a query
+    whose condition has the index's own, and a parameter never matches a literal (the ORM's
+    filter read every row of the task name instead). A shortcut into Django's internals: the
+    constraint's ``_get_condition_sql``, as the schema editor writes the index; guarded by
+    tests/db/test_unique_scopes.py, which reads the plan of the lookup on both databases.
+    """
+    built = _unique_held.get(type(connection))
+    if built is None:
+        constraint = next(
+            c
+            for c in Task._meta.constraints
+            if isinstance(c, UniqueConstraint) and c.name == "jobs_task_unique_while"
+        )
+        editor = connection.SchemaEditorClass(connection)  # its quote_value only, never entered
+        # Django's own, absent from its stubs (see the docstring).
+        condition = constraint._get_condition_sql(Task, editor)  # type: ignore[attr-defined]
+        built = condition.replace("%", "%%")
+        _unique_held[type(connection)] = built
+    return built
+
+
+def take_unique_hold(connection) -> str:
+    """Hold a unique key for a period, unless a hold of it has not expired yet; ``RETURNING
+    task_id`` (one row: taken; none: held). Parameters: name, key, task_id, expires_at, now.
+
+    One statement the database decides: racing enqueues of one key wait on the unique index for
+    the first to commit, then find its hold unexpired (PostgreSQL re-reads the latest row for
+    the ``DO UPDATE ... WHERE``; SQLite has one writer at a time).
+    """
+    table = connection.ops.quote_name(UniqueHold._meta.db_table)
+    return f"""
+        INSERT INTO {table} (name, {connection.ops.quote_name("key")}, task_id, expires_at)
+        VALUES (%s, %s, %s, %s)
+        ON CONFLICT (name, {connection.ops.quote_name("key")}) DO UPDATE
+            SET task_id = excluded.task_id, expires_at = excluded.expires_at
+            WHERE {table}.expires_at <= %s
+        RETURNING task_id
+    """
 
 
 # Reading --------------------------------------------------------------------------------------

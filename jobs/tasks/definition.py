@@ -4,7 +4,8 @@
 backend of ``jobs.backends.DatabaseBackend`` (its ``task_class``): the same class, enqueued,
 scheduled, run, retried and shown the same way. On top of Django's fields (priority, queue,
 ``run_after``, context) it carries jobs' policy (attempts, backoff, transient errors, timeout)
-and the options of one call, set with ``using()`` (owner, summary, idempotency key, delay).
+and the options of one call, set with ``using()`` (owner, summary, idempotency key, delay);
+uniqueness (a key held while waiting, while active, or for a period) may be either.
 
 Free of jobs' models, like ``jobs.backends``, which must import before the app registry is
 ready (see there).
@@ -29,6 +30,11 @@ JOBS_API = ""
 MAX_ATTEMPTS_RANGE = (1, 2**31 - 1)
 MAX_CONCURRENCY_KEY_LENGTH = 200  # jobs.models.Task.concurrency_key's max_length
 MAX_IDEMPOTENCY_KEY_LENGTH = 255  # jobs.models.Task.idempotency_key's max_length
+MAX_UNIQUE_KEY_LENGTH = 255  # jobs.models.Task.unique_key's max_length
+# unique_while: "waiting" (not started yet), "active" (waiting or running).
+UNIQUE_WHILE = ("waiting", "active")
+ON_DUPLICATE = ("return", "replace")
+MAX_UNIQUE_FOR = timedelta(days=366)  # a longer period is a mistake, or idempotency_key's job
 
 
 class TaskOptionError(InvalidTask, PayloadError):
@@ -57,6 +63,16 @@ class JobsTask(DjangoTask):
     # has a limit of 1. Usually set per call: ``using(concurrency_key=f"account:{id}")``.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    # One task per key at a time, for a scope (``jobs.tasks.uniqueness``): while it waits
+    # (``unique_while="waiting"``), while it waits or runs (``"active"``), or for a period from
+    # the first enqueue (``unique_for``, seconds or a timedelta). A scope alone makes the key the
+    # task's dotted path; a key alone is held while waiting. A duplicate gets the task holding
+    # the key (``on_duplicate="return"``), or replaces its arguments and due time if it is still
+    # waiting (``"replace"``: a debounce).
+    unique_key: str | None = None
+    unique_while: str | None = None
+    unique_for: float | timedelta | None = None
+    on_duplicate: str | None = None
     # The options of one call (``using``): not part of the task's declaration.
     owner: Any = None
     summary: str = ""
@@ -76,8 +92,11 @@ class JobsTask(DjangoTask):
                 check_delay(self.delay)
             if self.idempotency_key is not None:
                 check_name(self.idempotency_key, "idempotency key", MAX_IDEMPOTENCY_KEY_LENGTH)
+            if self.unique_key is not None:
+                check_name(self.unique_key, "unique key", MAX_UNIQUE_KEY_LENGTH)
         except PayloadError as exc:
             raise TaskOptionError(str(exc)) from None
+        self._check_uniqueness()
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
             raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
         if self.timeout is not None and not _positive_seconds(self.timeout):
@@ -86,6 +105,22 @@ class JobsTask(DjangoTask):
             _check_owner(self.owner)
         DjangoTask.__post_init__(self)  # the backend's checks (Django's, and jobs')
         registry.register(self)
+
+    def _check_uniqueness(self):
+        for name, allowed in (("unique_while", UNIQUE_WHILE), ("on_duplicate", ON_DUPLICATE)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or value not in allowed):
+                choices = " or ".join(repr(choice) for choice in allowed)
+                raise TaskOptionError(f"{name} must be {choices}, not {value!r:.80}.")
+        if self.unique_for is not None and not _unique_period_ok(self.unique_for):
+            raise TaskOptionError(
+                "unique_for must be a positive number of seconds (or a timedelta) up to "
+                f"{MAX_UNIQUE_FOR.days} days: {self.unique_for!r:.80}"
+            )
+        if self.unique_while is not None and self.unique_for is not None:
+            raise TaskOptionError(
+                "Pass either unique_while or unique_for (a scope by status, or by time), not both."
+            )
 
     def get_backend(self):
         if self.backend == JOBS_API:
@@ -109,6 +144,10 @@ class JobsTask(DjangoTask):
         owner: Any = None,
         summary: str | None = None,
         idempotency_key: str | None = None,
+        unique_key: str | None = None,
+        unique_while: str | None = None,
+        unique_for: float | timedelta | None = None,
+        on_duplicate: str | None = None,
     ) -> "JobsTask":
         """Return this task with the given options set (``None``: unchanged).
 
@@ -117,12 +156,18 @@ class JobsTask(DjangoTask):
         ``concurrency_limit`` (see the class), ``delay`` (seconds or a
         timedelta from the enqueue; it replaces ``run_after``, and the other way round),
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
-        it), ``idempotency_key`` (an enqueue with a key already taken returns that task).
+        it), ``idempotency_key`` (an enqueue with a key already taken returns that task),
+        ``unique_key``, ``unique_while``, ``unique_for`` and ``on_duplicate`` (see the class;
+        ``unique_while`` replaces a ``unique_for``, and the other way round).
         """
         if queue is not None and queue_name is not None and queue != queue_name:
             raise ValueError("Pass either queue or queue_name (the same option), not both.")
         if run_after is not None and delay is not None:
             raise ValueError("Pass either run_after or delay, not both.")
+        if unique_while is not None and unique_for is not None:
+            raise TaskOptionError(
+                "Pass either unique_while or unique_for (a scope by status, or by time), not both."
+            )
         changes: dict[str, Any] = {
             name: value
             for name, value in (
@@ -135,6 +180,8 @@ class JobsTask(DjangoTask):
                 ("owner", owner),
                 ("summary", summary),
                 ("idempotency_key", idempotency_key),
+                ("unique_key", unique_key),
+                ("on_duplicate", on_duplicate),
             )
             if value is not None
         }
@@ -142,6 +189,10 @@ class JobsTask(DjangoTask):
             changes.update(run_after=run_after, delay=None)
         if delay is not None:
             changes.update(delay=delay, run_after=None)
+        if unique_while is not None:
+            changes.update(unique_while=unique_while, unique_for=None)
+        if unique_for is not None:
+            changes.update(unique_for=unique_for, unique_while=None)
         return replace(self, **changes)
 
     @property
@@ -171,11 +222,42 @@ class JobsTask(DjangoTask):
             return None, None
         return self.concurrency_key or self.module_path, self.concurrency_limit or 1
 
+    def resolved_unique(self) -> "Uniqueness | None":
+        """The uniqueness of a new row: none, or its key, scope and duplicate action."""
+        if self.unique_key is None and self.unique_while is None and self.unique_for is None:
+            return None
+        period = self.unique_for
+        if period is not None and not isinstance(period, timedelta):
+            period = timedelta(seconds=period)
+        return Uniqueness(
+            key=self.unique_key or self.module_path,
+            scope=None if period is not None else (self.unique_while or "waiting"),
+            period=period,
+            replace=self.on_duplicate == "replace",
+        )
+
     def resolved_backoff(self) -> Backoff:
         return self.backoff or registry.default_backoff()
 
     def resolved_timeout(self) -> float:
         return jobs_settings.DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+
+@dataclass(frozen=True, slots=True)
+class Uniqueness:
+    """What a new row of a task holds: its key, while a ``scope`` (``UNIQUE_WHILE``) or for a
+    ``period``, and whether a duplicate replaces the waiting task's arguments."""
+
+    key: str
+    scope: str | None
+    period: timedelta | None
+    replace: bool
+
+
+def _unique_period_ok(value) -> bool:
+    if isinstance(value, timedelta):
+        return timedelta(0) < value <= MAX_UNIQUE_FOR
+    return _positive_seconds(value) and value <= MAX_UNIQUE_FOR.total_seconds()
 
 
 def _positive_seconds(value) -> bool:

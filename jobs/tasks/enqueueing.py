@@ -30,6 +30,7 @@ from jobs.tasks.payload import (
     validate_json,
 )
 from jobs.tasks.registry import get_task
+from jobs.tasks.uniqueness import insert_unique
 from jobs.text import clean_text
 
 _uuid_int = operator.attrgetter("int")  # the sort key of ids: in C, unlike UUID.__lt__
@@ -46,7 +47,9 @@ def enqueue(task, args=(), kwargs=None, **options) -> Task:
     With an ``idempotency_key``, a task of the same name and key that already exists is
     returned instead of a new one (its ``created`` is False); a unique constraint decides, so
     two processes enqueueing at once still get one task. ``task.enqueue()`` does the same and
-    returns Django's ``TaskResult`` of the row.
+    returns Django's ``TaskResult`` of the row. With a unique key or scope (``unique_key``,
+    ``unique_while``, ``unique_for``), the task holding the key is returned, its arguments
+    replaced if ``on_duplicate="replace"`` and it still waits (``jobs.tasks.uniqueness``).
     """
     if isinstance(task, str):
         task = get_task(task)
@@ -96,7 +99,8 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
     or list and the second a dict (``[(1,), (2,)]``, ``[((), {"user_id": 1})]``). Every payload
     is validated before anything is written, so one bad call refuses them all, and all the rows
     are written in one transaction (the caller's, if there is one). The options apply to every
-    task; an ``idempotency_key`` is refused (it names one task: use ``enqueue``). Ids, not rows,
+    task; an ``idempotency_key`` or a unique key is refused (it names one task: use
+    ``enqueue``). Ids, not rows,
     are returned: building 100,000 model instances would cost more than inserting them.
     """
     if isinstance(task, str):
@@ -105,6 +109,8 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
         task = task.using(**options)
     if task.idempotency_key is not None:
         raise ValueError("enqueue_many takes no idempotency_key: it names one task.")
+    if task.resolved_unique() is not None:
+        raise ValueError("enqueue_many takes no unique key or scope: a key names one task.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}.")
     now = timezone.now()
@@ -112,6 +118,8 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
     template = {
         **fields,
         "owner": _real_owner(fields["owner"]),
+        "unique_key": None,
+        "unique_while": None,
         "run_after": fields.get("run_after", now),
         "created_at": now,
         "updated_at": now,
@@ -189,7 +197,7 @@ def check_fields(values: dict | None = None, **fields) -> dict:
     values = {**(values or {}), **fields}
     if values.get("queue") is not None:
         check_queue_name(values["queue"])
-    for name in ("name", "backend", "idempotency_key"):
+    for name in ("name", "backend", "idempotency_key", "unique_key"):
         value = values.get(name)
         if value is not None and (value or name != "backend"):
             check_name(value, name.replace("_", " "), cast(int, _COLUMNS[name].max_length))
@@ -216,11 +224,15 @@ def resolve_run_after(run_after=None, delay=None):
     return timezone.now()
 
 
-def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields) -> Task:
+def create_task(
+    *, idempotency_key=None, summary="", payload_text=None, unique=None, **fields
+) -> Task:
     """Insert one task row; with an idempotency key, return the existing row on a duplicate.
 
     ``fields`` are Task fields; ``payload_text`` is the JSON of ``payload`` when the caller
-    has it already (``encode_payload``), to save encoding it twice.
+    has it already (``encode_payload``), to save encoding it twice. ``unique`` (a task's
+    ``resolved_unique()``) returns the task holding its key instead, perhaps with this call's
+    arguments (``jobs.tasks.uniqueness``).
     """
     using = router.db_for_write(Task)
     now = timezone.now()
@@ -235,6 +247,8 @@ def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields
         "owner": _real_owner(fields.get("owner")),
         "summary": summary,
         "idempotency_key": idempotency_key,
+        "unique_key": None if unique is None else unique.key,
+        "unique_while": None if unique is None else unique.scope,
         "created_at": now,
         "updated_at": now,
     }
@@ -246,7 +260,11 @@ def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields
     if payload_text is None:
         validate_json(payload, "payload")
         payload_text = compact_json(payload)
-    if not insert_one(values, payload_text, using=using):
+    if unique is not None:
+        holder = insert_unique(values, payload, payload_text, unique, using=using)
+        if holder is not None:
+            return holder
+    elif not insert_one(values, payload_text, using=using):
         # The key was taken, by a row committed before this statement (ON CONFLICT waited
         # for a racing transaction to finish), so it is visible now.
         existing = (
@@ -260,9 +278,11 @@ def create_task(*, idempotency_key=None, summary="", payload_text=None, **fields
                 "task this transaction cannot see."
             )
         existing.created = False
+        existing.replaced = False
         return existing
     task = new_task(values, payload, using=using)
     task.created = True
+    task.replaced = False
     # Only when someone listens: an on-commit callback per enqueue is not free.
     if signals.task_enqueued.has_listeners(Task):
         signals.send_on_commit(signals.task_enqueued, task)

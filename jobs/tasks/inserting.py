@@ -18,7 +18,7 @@ from jobs.sql.common import Inserts
 SET_BY_ENQUEUE = (
     "id", "name", "backend", "queue", "priority", "payload", "summary", "idempotency_key",
     "max_attempts", "run_after", "owner", "created_at", "updated_at", "concurrency_key",
-    "concurrency_limit",
+    "concurrency_limit", "unique_key", "unique_while",
 )  # fmt: skip
 
 _FIELDS = Task._meta.concrete_fields
@@ -39,7 +39,8 @@ def statements(using: str) -> Inserts:
 
 
 def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
-    """INSERT one task from ``values`` (by field name); False if its idempotency key was taken.
+    """INSERT one task from ``values`` (by field name); False if its idempotency key, or its
+    unique key while waiting or active, was taken.
 
     ``values`` holds every name of ``SET_BY_ENQUEUE`` (``owner`` as the user or None), and
     ``payload_text`` the payload's JSON.
@@ -59,10 +60,13 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
         else:
             params.append(field.get_db_prep_save(values[name], connection))
     with _cursor(connection, built.server_binding) as cursor:
-        if values["idempotency_key"] is None:
+        if values["unique_while"] is not None:  # an idempotency key too, if it has one
+            cursor.execute(built.one_unique, params)
+        elif values["idempotency_key"] is not None:
+            cursor.execute(built.one_with_key, params)
+        else:
             cursor.execute(built.one, params)
             return True
-        cursor.execute(built.one_with_key, params)
         return cursor.rowcount == 1
 
 

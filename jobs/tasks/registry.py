@@ -8,6 +8,7 @@ the worker, schedules and the admin find it again. Free of jobs' models (see
 
 import contextlib
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.utils.module_loading import import_string
@@ -52,6 +53,10 @@ def task(
     takes_context: bool = False,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
+    unique_key: str | None = None,
+    unique_while: str | None = None,
+    unique_for: float | timedelta | None = None,
+    on_duplicate: str | None = None,
 ):
     """Declare a task; use as ``@task`` or ``@task(queue="emails", max_attempts=5, ...)``.
 
@@ -60,7 +65,9 @@ def task(
     mean "try again later" for this task, on top of connection errors and timeouts;
     ``takes_context`` passes a context (progress, steps, cancellation) as the first argument,
     which must be named ``context``. ``concurrency_key`` and ``concurrency_limit``: at most that
-    many tasks of the key run at once (docs/howto/flow-control.md). A priority is from -100 to
+    many tasks of the key run at once; ``unique_key``, ``unique_while``, ``unique_for`` and
+    ``on_duplicate``: one task per key while waiting, active, or for a period, and what a
+    duplicate does (docs/howto/flow-control.md). A priority is from -100 to
     100, as in Django; ``queue`` and ``queue_name`` (Django's word) are the same option.
     """
     if queue is not None and queue_name is not None and queue != queue_name:
@@ -81,6 +88,10 @@ def task(
             transient=transient,
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,
+            unique_key=unique_key,
+            unique_while=unique_while,
+            unique_for=unique_for,
+            on_duplicate=on_duplicate,
         )
 
     return declare(function) if function is not None else declare

@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.models import Task
-from jobs.sql.common import default_literal
+from jobs.sql.common import default_literal, unique_held_condition
 from jobs.tasks import inserting
 from jobs.worker import warmup
 from jobs.worker.wire import task_from_values
@@ -247,3 +247,15 @@ def test_the_query_log_shows_every_enqueue_statement(monkeypatch):
         for number in range(8):
             tasks.add.enqueue(number, 1)
     assert [query["sql"][:11] for query in logged.captured_queries] == ["INSERT INTO"] * 8
+
+
+def test_the_unique_keys_condition_is_the_one_the_schema_editor_writes_in_its_index():
+    """``unique_held_condition`` is the WHERE of ``jobs_task_unique_while``'s DDL, word for word
+    (the plan it buys: tests/db/test_unique_scopes.py)."""
+    constraint = next(c for c in Task._meta.constraints if c.name == "jobs_task_unique_while")
+    editor = connection.SchemaEditorClass(connection)  # not entered: no transaction needed
+    ddl = str(constraint.create_sql(Task, editor))
+    condition = unique_held_condition(connection)
+    assert ddl.endswith(f" WHERE {condition.replace('%%', '%')}"), (ddl, condition)
+    assert "'waiting'" in condition
+    assert "'active'" in condition
