@@ -53,6 +53,7 @@ class LeaseKeeper:
         running,
         claim_busy,
         stop,
+        cancel=None,
         clock=time.monotonic,
     ):
         """Keep the leases of one worker.
@@ -61,13 +62,15 @@ class LeaseKeeper:
         ``holding()`` lists the claimed tasks not reported on (``jobs.worker.wire.Claimed``),
         ``completing()`` the ids of tasks whose success is not written yet, ``running()`` the
         claimed tasks running in a child now; ``claim_busy()`` says whether a claim is under
-        way; ``stop(reason, task_ids)`` stops the tasks ``task_ids`` (None: every task held).
+        way; ``stop(reason, task_ids)`` stops the tasks ``task_ids`` (None: every task held);
+        ``cancel(task_ids)`` cancels those of them that can be cancelled at once (async tasks,
+        whose coroutines are cancelled on their loop), as soon as a heartbeat sees the request.
         """
         self.worker_id, self.queues = worker_id, queues
         self.concurrency, self.lease_seconds = concurrency, lease_seconds
         self._retry, self._clock = retry, clock
         self._holding, self._completing, self._running = holding, completing, running
-        self._claim_busy, self._stop = claim_busy, stop
+        self._claim_busy, self._stop, self._cancel = claim_busy, stop, cancel
         self._next_heartbeat = 0.0  # ``clock`` time of the next heartbeat
         self._last_renewal = 0.0  # ``clock`` time the last heartbeat that renewed leases began
         self._database_down_since: float | None = None  # ``clock`` time of the fault, if any
@@ -144,15 +147,15 @@ class LeaseKeeper:
                 last_heartbeat_at=now, in_flight=len(running)
             )
             overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
-            return set(
-                mine.filter(pk__in=running, cancel_requested_at__lte=overdue).values_list(
-                    "pk", flat=True
-                )
-            )
+            requested = mine.filter(pk__in=running, cancel_requested_at__isnull=False)
+            return {
+                task_id: asked <= overdue
+                for task_id, asked in requested.values_list("pk", "cancel_requested_at")
+            }
 
         started = self._clock()
         try:
-            ignoring_cancel = self._retry(
+            cancel_requests = self._retry(
                 beat,
                 "heartbeat",
                 deadline_seconds=min(self.interval(), jobs_settings.DATABASE_RETRY_SECONDS),
@@ -182,7 +185,12 @@ class LeaseKeeper:
             self._database_down_since = None
         # The claim itself skips paused queues; this only tells the operator reading the log.
         self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
-        stopping = {claimed.id for claimed in self._running() if claimed.id in ignoring_cancel}
+        running = {claimed.id for claimed in self._running()}
+        if self._cancel is not None:
+            self._cancel({task_id for task_id in cancel_requests if task_id in running})
+        # Past the grace: tasks that ignored it (a sync task between its checkpoints, a
+        # coroutine that swallowed its cancellation).
+        stopping = {task_id for task_id, overdue in cancel_requests.items() if overdue} & running
         for task_id in stopping:
             logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
         if stopping:

@@ -108,6 +108,7 @@ class Worker:
             running=self.pool.running,
             claim_busy=lambda: self.claimer.busy,
             stop=self.pool.stop_tasks,
+            cancel=self.pool.cancel_async,
         )
         self.maintenance = MaintenanceRunner(self.worker_id, retry=self._retry)
 

@@ -354,6 +354,13 @@ class ChildPool:
         child.kill(reason)
         self.lost(child)
 
+    def cancel_async(self, task_ids):
+        """Cancel the coroutines of the async tasks among ``task_ids`` (their owners asked):
+        each is cancelled on its child's loop at its next ``await``, the others go on."""
+        for child in self.children:
+            if child.runs_async():
+                child.cancel([i for i in child.running_all() if child.batch[i].id in task_ids])
+
     def stop_tasks(self, reason: StopReason, task_ids=None):
         """Kill the children running ``task_ids``, recording their loss for ``reason``.
 

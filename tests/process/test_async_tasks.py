@@ -118,6 +118,18 @@ def test_cancel_of_an_async_task_awaiting_cancels_its_coroutine_alone(start_work
     assert "child exited" not in worker.output
 
 
+def test_an_awaiting_async_task_is_cancelled_at_the_next_heartbeat_not_after_the_grace(
+    start_worker,
+):
+    """An ``await`` is an async task's checkpoint: no need to wait out the grace."""
+    task = async_tasks.awaits_forever.enqueue().record
+    worker = start_worker("--concurrency", "1", env={**FAST, "JOBS_CANCEL_GRACE": "60"})
+    until_started(worker, task)
+    transitions.cancel(Task.objects.get(pk=task.pk))
+    until_status(task, Status.CANCELLED, timeout=10)  # the grace is 60 s
+    assert "child exited" not in worker.output
+
+
 def test_an_async_task_swallowing_its_cancellation_is_killed(start_worker):
     async_tasks.nap.enqueue("first", 0.2)  # runs alone: then a batch of the others
     beside = async_tasks.nap.enqueue("beside", 30).record  # started first: its deadline first
