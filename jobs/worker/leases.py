@@ -149,7 +149,7 @@ class LeaseKeeper:
             overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
             requested = mine.filter(pk__in=running, cancel_requested_at__isnull=False)
             return {
-                task_id: asked <= overdue
+                task_id: asked is not None and asked <= overdue  # never None: filtered above
                 for task_id, asked in requested.values_list("pk", "cancel_requested_at")
             }
 
