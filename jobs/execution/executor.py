@@ -16,6 +16,7 @@ from django.db import DatabaseError, router
 from django.utils import timezone
 
 from jobs import signals, transitions
+from jobs.conf import jobs_settings
 from jobs.db import (
     forget_queries,
     is_connection_fault,
@@ -23,7 +24,14 @@ from jobs.db import (
     savepoint_in_transaction,
 )
 from jobs.error_records import ErrorRecord, unrecordable_error, unstorable_error
-from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
+from jobs.exceptions import (
+    PayloadError,
+    PermanentError,
+    Snooze,
+    TaskCancelled,
+    UnknownTaskError,
+    snooze_seconds,
+)
 from jobs.execution import finishing
 from jobs.execution.runnable import Runnable, runnable_for
 from jobs.models import Task
@@ -37,6 +45,8 @@ logger = logging.getLogger(__name__)
 # An outcome's kind is the status it records.
 SUCCEEDED, RETRYING = Status.SUCCEEDED, Status.RETRYING
 FAILED, CANCELLED = Status.FAILED, Status.CANCELLED
+# Not a status: the task asked to run later (``jobs.Snooze``); it is ``pending`` again.
+SNOOZED = "snoozed"
 
 
 @dataclass
@@ -44,7 +54,7 @@ class Outcome:
     kind: str
     result: object = None
     error: ErrorRecord | None = None
-    retry_in: float = 0.0
+    retry_in: float = 0.0  # seconds until a retry, or until the end of a snooze
     duration: float = 0.0
     deferred: bool = False  # a success left for the caller to record
     # A success the caller records with others (``record_held``), then finishes (``finish``).
@@ -83,9 +93,11 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         if runnable.on_start:
             runnable.on_start(task)
         result = runnable.call(task)
-        outcome = _checked_success(result)
+        outcome = _snoozed(task, result) if isinstance(result, Snooze) else _checked_success(result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
+    except Snooze as snooze:
+        outcome = _snoozed(task, snooze)
     except BaseException as exc:  # the task's outcome, whatever it raised
         outcome = outcome_for_exception(task, exc, runnable)
         outcome.exception = exc
@@ -111,6 +123,26 @@ def _checked_success(result) -> Outcome:
         # The exception too, so that Django's task_finished is sent while it is being handled.
         return Outcome(FAILED, error=replace(record, permanent=True), exception=error)
     return Outcome(SUCCEEDED, result=result)
+
+
+def _snoozed(task: Task, snooze: Snooze) -> Outcome:
+    """The task asked to run again in ``snooze.seconds``: snoozed, unless its seconds are not
+    a valid snooze (a subclass that skipped ``__init__``, an attribute changed) or it has
+    snoozed ``JOBS_MAX_SNOOZES`` times already: then the attempt fails, saying why."""
+    try:
+        seconds = snooze_seconds(getattr(snooze, "seconds", None))
+    except PayloadError as exc:
+        error = PermanentError(str(exc), detail=str(exc))
+        return Outcome(FAILED, error=ErrorRecord.from_exception(error, str(exc), False))
+    limit = jobs_settings.MAX_SNOOZES
+    if task.snoozes >= limit:
+        message = (
+            f"The task asked to run later {task.snoozes} times, the limit (JOBS_MAX_SNOOZES "
+            f"is {limit}): it was stopped so that it does not wait for ever."
+        )
+        error = PermanentError(message, detail=message)
+        return Outcome(FAILED, error=ErrorRecord.from_exception(error, message, False))
+    return Outcome(SNOOZED, retry_in=seconds)
 
 
 def _leave_forked_process(task: Task, outcome: Outcome):
@@ -177,6 +209,8 @@ def record(task: Task, outcome: Outcome) -> bool:
 def _write(task: Task, outcome: Outcome, now) -> bool:
     if outcome.kind == CANCELLED:
         return transitions.cancel_running(task, now=now)
+    if outcome.kind == SNOOZED:
+        return transitions.snooze(task, now + timedelta(seconds=outcome.retry_in), now=now)
     assert outcome.error is not None  # a retry or a failure always carries its error
     if outcome.kind == RETRYING:
         run_after = now + timedelta(seconds=outcome.retry_in)
@@ -184,7 +218,9 @@ def _write(task: Task, outcome: Outcome, now) -> bool:
     return transitions.fail(task, outcome.error, now=now)
 
 
-_REFUSED_WHAT: dict[str, str] = {FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation"}
+_REFUSED_WHAT: dict[str, str] = {
+    FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation", SNOOZED: "snooze"
+}  # fmt: skip
 
 
 def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
@@ -197,8 +233,9 @@ def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
     what = _REFUSED_WHAT.get(outcome.kind, outcome.kind)
     if outcome.error:
         raised = outcome.error.exception
-    else:  # a cancellation: the task stopped at a checkpoint
-        raised = f"{TaskCancelled.__module__}.{TaskCancelled.__qualname__}"
+    else:  # a cancellation (the task stopped at a checkpoint), or a snooze
+        stopped = Snooze if outcome.kind == SNOOZED else TaskCancelled
+        raised = f"{stopped.__module__}.{stopped.__qualname__}"
     logger.error(
         "database refused to record an outcome id=%s outcome=%s error=%r",
         task.pk, outcome.kind, unrecordable_error(what, raised, refusal).message,
@@ -299,10 +336,12 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
     # An error's class and message, as arguments (a log formatter quotes them); its
     # traceback is in the task's error_details.
     error = (outcome.error.exception, outcome.error.message) if outcome.error else ()
+    snoozed = (outcome.retry_in,) if outcome.kind == SNOOZED else ()
     logger.log(
         level,
         "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s"
         + (" error=%s message=%s" if error else "")
+        + (" snooze=%.3fs" if snoozed else "")
         + ("" if recorded else " recorded=false"),
         task.name,
         task.pk,
@@ -311,8 +350,10 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
         outcome.duration,
         outcome.kind,
         *error,
+        *snoozed,
     )
-    if recorded and not outcome.held:
+    # A snoozed task has not finished: Django's task_finished waits for its real outcome.
+    if recorded and not outcome.held and outcome.kind != SNOOZED:
         finishing.finished(task, runnable, outcome.exception)
     return outcome
 

@@ -19,7 +19,7 @@ from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.tasks import registry
 from jobs.tasks.django_api import DjangoTask, InvalidTask
-from jobs.tasks.payload import check_int, check_name
+from jobs.tasks.payload import check_delay, check_int, check_name
 from jobs.tasks.retry import Backoff
 
 # The backend alias of tasks declared with ``@jobs.task``: jobs' table, through no entry of
@@ -56,6 +56,11 @@ class JobsTask(DjangoTask):
     # has a limit of 1. Usually set per call: ``using(concurrency_key=f"account:{id}")``.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    # A deadline: a task not started within ``expires_in`` seconds of its enqueue (or by
+    # ``expires_at``, an aware datetime, usually per call) never starts; it ends ``cancelled``,
+    # "expired". One or the other: setting one with ``using()`` clears the other.
+    expires_in: float | timedelta | None = None
+    expires_at: datetime | None = None
     # The options of one call (``using``): not part of the task's declaration.
     owner: Any = None
     summary: str = ""
@@ -79,6 +84,7 @@ class JobsTask(DjangoTask):
                 check_int(self.concurrency_limit, "concurrency limit", *MAX_ATTEMPTS_RANGE)
             except PayloadError as exc:
                 raise TaskOptionError(str(exc)) from None
+        _check_expiry(self.expires_in, self.expires_at)
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
             raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
         if self.timeout is not None and not _positive_seconds(self.timeout):
@@ -105,6 +111,8 @@ class JobsTask(DjangoTask):
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
         delay: float | timedelta | None = None,
+        expires_in: float | timedelta | None = None,
+        expires_at: datetime | None = None,
         owner: Any = None,
         summary: str | None = None,
         idempotency_key: str | None = None,
@@ -115,6 +123,7 @@ class JobsTask(DjangoTask):
         ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key`` and
         ``concurrency_limit`` (see the class), ``delay`` (seconds or a
         timedelta from the enqueue; it replaces ``run_after``, and the other way round),
+        ``expires_in`` or ``expires_at`` (a deadline to start by; each replaces the other),
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
         it), ``idempotency_key`` (an enqueue with a key already taken returns that task).
         """
@@ -122,6 +131,8 @@ class JobsTask(DjangoTask):
             raise ValueError("Pass either queue or queue_name (the same option), not both.")
         if run_after is not None and delay is not None:
             raise ValueError("Pass either run_after or delay, not both.")
+        if expires_in is not None and expires_at is not None:
+            raise ValueError("Pass either expires_in or expires_at, not both.")
         changes: dict[str, Any] = {
             name: value
             for name, value in (
@@ -141,6 +152,10 @@ class JobsTask(DjangoTask):
             changes.update(run_after=run_after, delay=None)
         if delay is not None:
             changes.update(delay=delay, run_after=None)
+        if expires_in is not None:
+            changes.update(expires_in=expires_in, expires_at=None)
+        if expires_at is not None:
+            changes.update(expires_at=expires_at, expires_in=None)
         return replace(self, **changes)
 
     @property
@@ -184,6 +199,35 @@ def _positive_seconds(value) -> bool:
         and math.isfinite(value)
         and value > 0
     )
+
+
+def _check_expiry(expires_in, expires_at):
+    """Refuse a deadline no enqueue could use: ``expires_in`` must be seconds above 0 (or a
+    timedelta) within 100 years, ``expires_at`` an aware datetime (checked against the clock
+    at the enqueue: ``jobs.tasks.enqueueing.resolve_expires_at``)."""
+    if expires_in is not None and expires_at is not None:
+        raise TaskOptionError("Pass either expires_in or expires_at, not both.")
+    if expires_in is not None:
+        try:
+            seconds = check_delay(expires_in).total_seconds()
+        except PayloadError:
+            seconds = 0.0
+        if not seconds > 0:
+            raise TaskOptionError(
+                "expires_in must be seconds (a number or a timedelta) above 0 and within 100 "
+                f"years, not {expires_in!r:.80}."
+            )
+    if expires_at is not None:
+        if not isinstance(expires_at, datetime):
+            raise TaskOptionError(f"expires_at must be a datetime, not {expires_at!r:.80}.")
+        try:
+            aware = expires_at.utcoffset() is not None
+        except Exception:  # a tzinfo of the caller's own that raises
+            aware = False
+        if not aware:
+            raise TaskOptionError(
+                f"expires_at must be an aware datetime (with a time zone), not {expires_at!r:.80}."
+            )
 
 
 def _checked_transient(types) -> tuple:

@@ -8,6 +8,7 @@ the worker, schedules and the admin find it again. Free of jobs' models (see
 
 import contextlib
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.utils.module_loading import import_string
@@ -52,6 +53,7 @@ def task(
     takes_context: bool = False,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
+    expires_in: float | timedelta | None = None,
 ):
     """Declare a task; use as ``@task`` or ``@task(queue="emails", max_attempts=5, ...)``.
 
@@ -60,7 +62,8 @@ def task(
     mean "try again later" for this task, on top of connection errors and timeouts;
     ``takes_context`` passes a context (progress, steps, cancellation) as the first argument,
     which must be named ``context``. ``concurrency_key`` and ``concurrency_limit``: at most that
-    many tasks of the key run at once (docs/howto/flow-control.md). A priority is from -100 to
+    many tasks of the key run at once; ``expires_in``: a task not started within that many seconds
+    of its enqueue never starts (both in docs/howto/flow-control.md). A priority is from -100 to
     100, as in Django; ``queue`` and ``queue_name`` (Django's word) are the same option.
     """
     if queue is not None and queue_name is not None and queue != queue_name:
@@ -81,6 +84,7 @@ def task(
             transient=transient,
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,
+            expires_in=expires_in,
         )
 
     return declare(function) if function is not None else declare

@@ -59,6 +59,7 @@ class Drained:
     failed: int = 0
     retrying: int = 0
     cancelled: int = 0
+    snoozed: int = 0  # attempts that asked to run later (jobs.Snooze): not counted in total
     rounds: int = 0
     tasks: list[Task] = field(default_factory=list)
 
