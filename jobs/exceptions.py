@@ -84,7 +84,7 @@ class Snooze(JobsError):
 def snooze_seconds(seconds) -> float:
     """Return ``seconds`` (a number or a timedelta) as a float from 0 to 100 years; raise
     PayloadError for anything else (NaN, infinity, negative, a string)."""
-    from jobs.tasks.payload import check_delay  # jobs.tasks imports this module
+    from jobs.tasks.payload import check_delay  # a cycle: payload imports this module
 
     try:
         delay = check_delay(seconds).total_seconds()

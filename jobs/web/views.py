@@ -134,7 +134,7 @@ def status_text(task: Task, now=None) -> str:
 def _cancel_reason(task: Task):
     if task.status != Status.CANCELLED:
         return None
-    return "expired" if transitions.is_expired(task) else "cancelled"
+    return "expired" if transitions.is_expired(task) else "cancelled"  # not a status: a reason
 
 
 def _iso(value):

@@ -136,7 +136,7 @@ def test_maintenance_cancels_expired_waiting_tasks_as_expired():
 
 def test_maintenance_leaves_running_and_finished_tasks_alone():
     running = tasks.record_effect.using(expires_in=5).enqueue("r").record
-    (claimed,) = claim("w", 1, lease_seconds=3600, now=timezone.now())
+    (_claimed,) = claim("w", 1, lease_seconds=3600, now=timezone.now())
     assert transitions.expire_waiting(now=later(10)) == 0
     running.refresh_from_db()
     assert running.status == Status.RUNNING

@@ -35,8 +35,10 @@ def test_a_snooze_waits_again_with_its_attempt_undone_and_no_error():
     assert task.status == Status.PENDING
     assert task.attempts == 0
     assert task.snoozes == 1
-    assert task.error_details == [] and task.last_error == ""
-    assert task.worker_id == "" and task.lease_expires_at is None
+    assert task.error_details == []
+    assert task.last_error == ""
+    assert task.worker_id == ""
+    assert task.lease_expires_at is None
     assert before + timedelta(seconds=29) < task.run_after < timezone.now() + timedelta(seconds=31)
     assert claim("w", 10, lease_seconds=30, now=timezone.now()) == []  # not due before then
 
@@ -49,7 +51,8 @@ def test_a_task_snoozing_twice_then_succeeding_used_one_attempt():
         make_due(task)
     task = run_next()
     assert task.status == Status.SUCCEEDED
-    assert task.attempts == 1 and task.result == 3
+    assert task.attempts == 1
+    assert task.result == 3
     assert SideEffect.objects.filter(key="twice").count() == 3
 
 
@@ -64,9 +67,9 @@ def test_a_snooze_sends_no_signal_and_logs_one_line(caplog, django_capture_on_co
         signal.connect(receiver, dispatch_uid="snooze-test")
     try:
         tasks.snooze_until.enqueue("quiet", times=1, seconds=5)
-        with caplog.at_level(logging.DEBUG, logger="jobs"):
-            with django_capture_on_commit_callbacks(execute=True):
-                task = run_next()
+        logs = caplog.at_level(logging.DEBUG, logger="jobs")
+        with logs, django_capture_on_commit_callbacks(execute=True):
+            task = run_next()
     finally:
         for signal in (signals.task_failed, signals.task_retried, signals.task_finished,
                        signals.task_requeued, signals.task_cancelled):  # fmt: skip
@@ -74,7 +77,8 @@ def test_a_snooze_sends_no_signal_and_logs_one_line(caplog, django_capture_on_co
     assert task.status == Status.PENDING
     assert received == []
     lines = [r.getMessage() for r in caplog.records if "outcome=snoozed" in r.getMessage()]
-    assert len(lines) == 1 and "snooze=5.000s" in lines[0]
+    assert len(lines) == 1
+    assert "snooze=5.000s" in lines[0]
     assert [r.levelno for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
