@@ -29,6 +29,13 @@ class TaskQuerySet(models.QuerySet):
         """Claimable now."""
         return self.claimable().filter(run_after__lte=now or timezone.now())
 
+    def expired(self, now=None):
+        """Waiting, but past their deadline (``expires_at``): never to start. The partial index
+        jobs_task_waiting_expiry_idx holds exactly the waiting rows with a deadline."""
+        return self.claimable().filter(
+            expires_at__isnull=False, expires_at__lte=now or timezone.now()
+        )
+
     def finished(self):
         return self.filter(status__in=sorted(TERMINAL))
 

@@ -375,10 +375,8 @@ def expire_waiting(*, now=None, limit=EXPIRE_BATCH) -> int:
     listens, the rows moved are read back to send ``task_cancelled`` and ``task_finished``.
     """
     now = now or timezone.now()
-    expired = Task.objects.filter(
-        status__in=sorted(states.EXPIRE.sources), expires_at__isnull=False, expires_at__lte=now
-    )
-    batch = Task.objects.filter(pk__in=expired.order_by("expires_at").values("pk")[:limit])
+    expired = Task.objects.expired(now).order_by("expires_at").values("pk")[:limit]
+    batch = Task.objects.filter(pk__in=expired)
     values = {"finished_at": now, "last_error": EXPIRED_MESSAGE, "lease_expires_at": None}
     moved = _apply(states.EXPIRE, batch, values, now)
     if moved and signals.has_listeners(states.EXPIRE.target):

@@ -205,3 +205,30 @@ def test_a_requeued_expired_task_runs_without_its_deadline():
 def test_the_expiry_index_is_partial():
     index = next(i for i in Task._meta.indexes if i.name == "jobs_task_waiting_expiry_idx")
     assert index.condition is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_maintenance_finds_expired_tasks_through_the_partial_index(postgres_only):
+    """With 100,000 waiting tasks without a deadline, expiry reads the small partial index."""
+    table = Task._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (id, name, backend, queue, priority, status, payload, summary,
+                attempts, max_attempts, run_after, progress_current, progress_message,
+                last_error, error_details, worker_id, created_at, updated_at, snoozes)
+            SELECT gen_random_uuid(), 'tests.testapp.tasks.add', '', 'default', 0, 'pending',
+                '{{}}', '', 0, 3, now(), 0, '', '', '[]', '', now(), now(), 0
+            FROM generate_series(1, 100000)
+            """
+        )
+        cursor.execute(f"ANALYZE {table}")
+    tasks.add.using(expires_in=5).enqueue_many([(n, n) for n in range(5)])
+    query = Task.objects.expired(later(10)).order_by("expires_at").values("pk")[:5000].query
+    sql, params = query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "jobs_task_waiting_expiry_idx" in plan, plan
+    assert f"Seq Scan on {table}" not in plan, plan
+    assert transitions.expire_waiting(now=later(10)) == 5
