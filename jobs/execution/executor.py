@@ -131,9 +131,10 @@ def _snoozed(task: Task, snooze: Snooze) -> Outcome:
     snoozed ``JOBS_MAX_SNOOZES`` times already: then the attempt fails, saying why."""
     try:
         seconds = snooze_seconds(getattr(snooze, "seconds", None))
-    except PayloadError as exc:
-        error = PermanentError(str(exc), detail=str(exc))
-        return Outcome(FAILED, error=ErrorRecord.from_exception(error, str(exc), False))
+    except Exception as exc:  # PayloadError, or whatever a subclass's ``seconds`` raised
+        message = str(exc) if isinstance(exc, PayloadError) else f"Snooze seconds: {exc!r:.200}"
+        error = PermanentError(message, detail=message)
+        return Outcome(FAILED, error=ErrorRecord.from_exception(error, message, False))
     limit = jobs_settings.MAX_SNOOZES
     if task.snoozes >= limit:
         message = (
@@ -319,6 +320,7 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
             outcome.unsettled = f"importing the task raised {outcome.error.exception}"
     else:
         outcome = execute(task, runnable)
+    attempt = task.attempts  # the attempt that ran (a snooze gives it back when recorded)
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
         outcome.deferred = recorded = True
     elif hold_success and outcome.kind == SUCCEEDED:
@@ -345,7 +347,7 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False) 
         + ("" if recorded else " recorded=false"),
         task.name,
         task.pk,
-        task.attempts,
+        attempt,
         task.max_attempts,
         outcome.duration,
         outcome.kind,

@@ -79,6 +79,7 @@ def test_a_snooze_sends_no_signal_and_logs_one_line(caplog, django_capture_on_co
     lines = [r.getMessage() for r in caplog.records if "outcome=snoozed" in r.getMessage()]
     assert len(lines) == 1
     assert "snooze=5.000s" in lines[0]
+    assert "attempt=1/2 " in lines[0]  # the attempt that ran, given back
     assert [r.levelno for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
@@ -188,3 +189,16 @@ def test_djangos_task_result_stays_ready_while_snoozed():
     run_next()
     result.refresh()
     assert result.status.name == "READY"
+
+
+def test_a_snooze_whose_seconds_raise_fails_the_attempt_not_the_worker(monkeypatch):
+    tasks.snooze_with.enqueue(1)
+
+    def broken(self):
+        raise RuntimeError("no seconds here")
+
+    setter = property(broken, lambda self, value: None)
+    monkeypatch.setattr(Snooze, "seconds", setter, raising=False)
+    task = run_next()
+    assert task.status == Status.FAILED
+    assert task.error_details[-1]["message"] == "no seconds here"
