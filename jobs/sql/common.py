@@ -139,8 +139,8 @@ def claim_candidates(connection, queue_count: int) -> str:
 
 def claim_pick(connection, queue_count: int, among="id IN (SELECT id FROM candidates)") -> str:
     """The rows a claim takes among the ``candidates`` CTE, best first; parameters: now,
-    now, *queues, limit. ``among``: the condition that picks the candidates, as the database finds
-    them by primary key (see ``jobs.sql.postgresql``).
+    now, *queues, limit. ``among``: the condition that picks the candidates, as the database
+    finds them by primary key (see ``jobs.sql.postgresql``).
 
     Ties of priority and due time go in enqueue order (``created_at``, then ``id``, which
     ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The due
