@@ -24,6 +24,7 @@ _LAZY = {
     "PayloadError": "jobs.exceptions",
     "UnknownTaskError": "jobs.exceptions",
     "TaskCancelled": "jobs.exceptions",
+    "Snooze": "jobs.exceptions",
 }
 
 __all__ = sorted(_LAZY)

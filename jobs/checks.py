@@ -180,6 +180,7 @@ def _check_counts():
         "MAX_PAYLOAD_BYTES": limits.MAX_PAYLOAD_BYTES,
         "DEFAULT_MAX_ATTEMPTS": INT_RANGES["max_attempts"][1],
         "MAX_TASKS_PER_CHILD": limits.MAX_TASKS_PER_CHILD,
+        "MAX_SNOOZES": limits.MAX_COUNT,
         "MAX_MEMORY_PER_CHILD": limits.MAX_MEMORY_PER_CHILD_MIB,
     }
     # Below 1, or not whole, check_settings reports these already.

@@ -19,6 +19,8 @@ DEFAULTS = {
     "BACKOFF_FACTOR": 2.0,
     "BACKOFF_MAX": 3600.0,
     "BACKOFF_JITTER": 0.25,
+    # Times a task may snooze (jobs.Snooze) before its next snooze fails it instead.
+    "MAX_SNOOZES": 100,
     # Worker
     "DEFAULT_TIMEOUT": 30 * 60.0,
     "LEASE_SECONDS": 60.0,

@@ -60,6 +60,44 @@ class TaskCancelled(JobsError):
     """Raised inside a task at a checkpoint when its cancellation was requested."""
 
 
+class Snooze(JobsError):
+    """Raise (or return) from a task to run it again in ``seconds``, as if it had not started.
+
+    Not a failure: no attempt is used, no error is recorded, no failure signal is sent; the
+    task waits (``pending``) until ``now + seconds``, then any worker claims it as usual. For a
+    service that says "not now" (an HTTP 429 with ``Retry-After``), a lock held elsewhere, a
+    file not there yet. ``seconds`` is a number or a ``timedelta``, from 0 to 100 years
+    (``jobs.tasks.payload.check_delay``'s bound); anything else is refused here, where the task
+    is, with a ``PayloadError`` (a ``ValueError`` and ``TypeError``), which fails the attempt.
+    A task snoozes at most ``JOBS_MAX_SNOOZES`` times; the next snooze fails it
+    (docs/howto/flow-control.md, "Snooze").
+    """
+
+    def __init__(self, seconds=0):
+        self.seconds = snooze_seconds(seconds)
+        super().__init__(f"snooze {self.seconds:g} s")
+
+    def __reduce__(self):  # pickled as its seconds (multiprocessing, copies), not its message
+        return (type(self), (self.seconds,))
+
+
+def snooze_seconds(seconds) -> float:
+    """Return ``seconds`` (a number or a timedelta) as a float from 0 to 100 years; raise
+    PayloadError for anything else (NaN, infinity, negative, a string)."""
+    from jobs.tasks.payload import check_delay  # a cycle: payload imports this module
+
+    try:
+        delay = check_delay(seconds).total_seconds()
+    except PayloadError:
+        delay = -1.0
+    if delay < 0:
+        raise PayloadError(
+            f"Snooze takes seconds (a number or a timedelta) from 0 to 100 years, "
+            f"not {seconds!r:.80}."
+        )
+    return delay
+
+
 class ReportRefused(JobsError):
     """The database refused to store what a running task reported (progress, a step's result).
 

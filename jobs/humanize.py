@@ -1,8 +1,10 @@
-"""Durations as people read them: the one formatter of the admin, the dashboard and the status.
+"""Durations and moments as people read them: one formatter for admin, dashboard and status.
 
 The owner's page shows the same words as the server renders: the JSON status carries
 ``eta_text`` from ``remaining_text``, so progress.js never formats a duration itself.
 """
+
+from django.utils import timezone
 
 
 def seconds_text(seconds: float | None) -> str:
@@ -25,6 +27,18 @@ def seconds_text(seconds: float | None) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def moment_text(at) -> str:
+    """Format a moment for people, in the project's time zone: "2026-12-01 14:05:30 UTC"."""
+    local = timezone.localtime(at)
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or ''}".rstrip()
+
+
+def waiting_text(at) -> str:
+    """Say until when a task waits (snoozed, or enqueued with a delay): the status view's and
+    the admin's words."""
+    return f"Waiting until {moment_text(at)}"
 
 
 def remaining_text(seconds: float | None) -> str:

@@ -34,6 +34,13 @@ class TaskQuerySet(models.QuerySet):
         """Claimable now."""
         return self.claimable().filter(run_after__lte=now or timezone.now())
 
+    def expired(self, now=None):
+        """Waiting, but past their deadline (``expires_at``): never to start. The partial index
+        jobs_task_waiting_expiry_idx holds exactly the waiting rows with a deadline."""
+        return self.claimable().filter(
+            expires_at__isnull=False, expires_at__lte=now or timezone.now()
+        )
+
     def finished(self):
         return self.filter(status__in=sorted(TERMINAL))
 
@@ -82,6 +89,10 @@ class Task(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     run_after = models.DateTimeField(default=timezone.now, help_text="Not claimed before this.")
+    # Not started by then, never started: the claim skips it, maintenance cancels it ("expired").
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Never started after this.")
+    # Times the task asked to run later (jobs.Snooze); JOBS_MAX_SNOOZES bounds it.
+    snoozes = models.PositiveIntegerField(default=0, db_default=0)
 
     progress_current = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(null=True, blank=True)
@@ -162,6 +173,13 @@ class Task(models.Model):
                 name="jobs_task_key_running_idx",
                 condition=Q(concurrency_key__isnull=False, status=Status.RUNNING),
             ),
+            # Waiting tasks with a deadline, by deadline: maintenance cancels those past it.
+            # Partial: tasks without one (most) cost this index nothing.
+            models.Index(
+                fields=["expires_at"],
+                name="jobs_task_waiting_expiry_idx",
+                condition=Q(expires_at__isnull=False, status__in=CLAIMABLE_STATUSES),
+            ),
             # Rescue of tasks whose worker died.
             models.Index(
                 fields=["lease_expires_at"],
@@ -194,6 +212,14 @@ class Task(models.Model):
     @property
     def is_finished(self):
         return self.status in TERMINAL
+
+    def waiting_until(self, now=None):
+        """When this task, waiting to start, becomes due, if that is still to come (a snooze, a
+        delay); None otherwise. A retry says so in its own message (``last_error``)."""
+        now = now or timezone.now()
+        if self.status == Status.PENDING and self.run_after and self.run_after > now:
+            return self.run_after
+        return None
 
     @property
     def args(self):

@@ -44,6 +44,10 @@ CANCEL_RUNNING = _transition("cancel_running", {Status.RUNNING}, Status.CANCELLE
 REQUEUE = _transition("requeue", {Status.FAILED, Status.CANCELLED}, Status.PENDING)
 # A worker shutting down hands an unfinished task back, so another worker takes it at once.
 RELEASE = _transition("release", {Status.RUNNING}, Status.PENDING)
+# A running task that asked to run later (``jobs.Snooze``): waiting again, its attempt undone.
+SNOOZE = _transition("snooze", {Status.RUNNING}, Status.PENDING)
+# A waiting task whose deadline (``expires_at``) passed before it started: it never runs.
+EXPIRE = _transition("expire", CLAIMABLE, Status.CANCELLED)
 # A running task whose lease expired: its worker is gone.
 RESCUE = _transition("rescue", {Status.RUNNING}, Status.RETRYING)
 RESCUE_EXHAUSTED = _transition("rescue_exhausted", {Status.RUNNING}, Status.FAILED)

@@ -247,6 +247,38 @@ def release(task: Task, *, now=None) -> bool:
     return applied
 
 
+def snooze(task: Task, run_after, *, now=None) -> bool:
+    """Put a running task back to wait until ``run_after`` (it raised ``jobs.Snooze``).
+
+    As a release does: its attempt undone, no error recorded, no signal sent (the task is not
+    finished, and nothing failed); its count of snoozes goes up by one. A task whose
+    cancellation was asked meanwhile is cancelled instead: the owner asked it to stop, and a
+    snooze is no checkpoint to ignore that at.
+    """
+    now = now or timezone.now()
+    values = {
+        "attempts": F("attempts") - 1,
+        "snoozes": F("snoozes") + 1,
+        "run_after": run_after,
+        "worker_id": "",
+        "lease_expires_at": None,
+    }
+    rows = Task.objects.filter(
+        pk=task.pk,
+        attempts=task.attempts,
+        worker_id=task.worker_id,
+        cancel_requested_at__isnull=True,
+    )
+    if _apply(states.SNOOZE, rows, values, now) == 1:
+        task.status, task.run_after, task.worker_id = states.SNOOZE.target, run_after, ""
+        task.lease_expires_at = None
+        task.refresh_from_db(fields=["attempts", "snoozes"])
+        return True
+    if Task.objects.filter(pk=task.pk, cancel_requested_at__isnull=False).exists():
+        return cancel_running(task, now=now)
+    return _apply_to_attempt(states.SNOOZE, task, values, now, send=False)  # refused: logged
+
+
 # Operator and owner actions, set-based --------------------------------------------------------
 
 
@@ -302,6 +334,9 @@ def requeue_many(queryset, *, now=None) -> int:
         "run_after": now,
         "finished_at": None,
         "cancel_requested_at": None,
+        # A fresh start: no deadline (it may have expired) and no snoozes counted.
+        "expires_at": None,
+        "snoozes": 0,
         "last_error": "",
         "worker_id": "",
         "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
@@ -327,6 +362,41 @@ def requeue(task: Task, *, now=None) -> bool:
 
 
 # Maintenance ----------------------------------------------------------------------------------
+
+EXPIRED_MESSAGE = "Expired: it had not started by its deadline."
+# Rows one maintenance round cancels for expiry, in one UPDATE: a backlog of a million expired
+# tasks is worked through over several rounds rather than in one long transaction.
+EXPIRE_BATCH = 5000
+
+
+def expire_waiting(*, now=None, limit=EXPIRE_BATCH) -> int:
+    """Cancel waiting tasks whose ``expires_at`` has passed ("expired"); return how many.
+
+    One UPDATE of at most ``limit`` rows, found by the partial index of waiting rows with a
+    deadline (jobs_task_waiting_expiry_idx). The claim already skips these rows
+    (``jobs.sql.common.due_condition``); this gives them their final status. When anyone
+    listens, the rows moved are read back to send ``task_cancelled`` and ``task_finished``.
+    """
+    now = now or timezone.now()
+    expired = Task.objects.expired(now).order_by("expires_at").values("pk")[:limit]
+    batch = Task.objects.filter(pk__in=expired)
+    values = {"finished_at": now, "last_error": EXPIRED_MESSAGE, "lease_expires_at": None}
+    moved = _apply(states.EXPIRE, batch, values, now)
+    if moved and signals.has_listeners(states.EXPIRE.target):
+        # The rows this statement moved: stamped ``now`` and "expired" by it.
+        moved_rows = Task.objects.filter(
+            status=states.EXPIRE.target, updated_at=now, last_error=EXPIRED_MESSAGE
+        )
+        for task in moved_rows.iterator():
+            signals.send_status(task)
+    if moved:
+        logger.info("tasks expired count=%d", moved)
+    return moved
+
+
+def is_expired(task: Task) -> bool:
+    """Whether ``task`` was cancelled because it had not started by its deadline."""
+    return task.status == Status.CANCELLED and task.last_error == EXPIRED_MESSAGE
 
 
 def rescue_expired(*, now=None) -> int:

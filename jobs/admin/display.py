@@ -18,11 +18,14 @@ BADGE_CLASSES: dict[str, str] = {
 }
 
 
-def status_badge(status: str, *, cancel_requested: bool = False):
-    """Return the status as a coloured badge; a running task asked to stop says so."""
+def status_badge(status: str, *, cancel_requested: bool = False, note: str = ""):
+    """Return the status as a coloured badge; a running task asked to stop says so, and
+    ``note`` is said after the status ("waiting until …", "expired")."""
     label = Status(status).label
     if cancel_requested and status == Status.RUNNING:
         label = f"{label} (stop requested)"
+    elif note:
+        label = f"{label} ({note})"
     return format_html(
         '<span class="jobs-badge jobs-badge--{}">{}</span>', BADGE_CLASSES[status], label
     )

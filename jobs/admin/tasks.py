@@ -18,8 +18,9 @@ from jobs.admin import actions, dashboard, display, select_all
 from jobs.admin.filters import NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
-from jobs.humanize import seconds_text
+from jobs.humanize import moment_text, seconds_text
 from jobs.models import Task
+from jobs.transitions import is_expired
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
 HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
@@ -121,7 +122,18 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):
-        return display.status_badge(task.status, cancel_requested=bool(task.cancel_requested_at))
+        # The status view's words: "waiting until <time>" for a snoozed or delayed task,
+        # "expired" for one cancelled because it had not started by its deadline.
+        # The changelist does not read last_error (HEAVY_FIELDS): only the task's page says
+        # "expired", rather than one query per row.
+        note = ""
+        if until := task.waiting_until():
+            note = f"waiting until {moment_text(until)}"
+        elif "last_error" not in task.get_deferred_fields() and is_expired(task):
+            note = "expired"
+        return display.status_badge(
+            task.status, cancel_requested=bool(task.cancel_requested_at), note=note
+        )
 
     @admin.display(description="attempts")
     def attempts_display(self, task):

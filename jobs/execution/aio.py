@@ -15,7 +15,7 @@ import asyncio
 import time
 
 from jobs.db import outside_event_loop
-from jobs.exceptions import TaskCancelled, TaskTimeout
+from jobs.exceptions import Snooze, TaskCancelled, TaskTimeout
 from jobs.execution import executor
 from jobs.execution.executor import CANCELLED, Outcome
 from jobs.execution.runnable import Runnable
@@ -53,9 +53,12 @@ async def execute_async(
         async with deadline:
             result = await awaitable  # type: ignore[misc]  # a coroutine: is_async
         with outside_event_loop():
-            outcome = executor._checked_success(result)
+            outcome = executor.outcome_of_result(task, result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
+    except Snooze as snooze:
+        with outside_event_loop():
+            outcome = executor.outcome_of_result(task, snooze)
     except asyncio.CancelledError:
         if not cancellation.requested:
             raise

@@ -18,6 +18,7 @@ from django.db import DatabaseError, router
 from django.utils import timezone
 
 from jobs import signals, transitions
+from jobs.conf import jobs_settings
 from jobs.db import (
     forget_queries,
     is_connection_fault,
@@ -25,7 +26,14 @@ from jobs.db import (
     savepoint_in_transaction,
 )
 from jobs.error_records import ErrorRecord, unrecordable_error, unstorable_error
-from jobs.exceptions import PayloadError, PermanentError, TaskCancelled, UnknownTaskError
+from jobs.exceptions import (
+    PayloadError,
+    PermanentError,
+    Snooze,
+    TaskCancelled,
+    UnknownTaskError,
+    snooze_seconds,
+)
 from jobs.execution import finishing
 from jobs.execution.runnable import Runnable, runnable_for
 from jobs.models import Task
@@ -39,6 +47,8 @@ logger = logging.getLogger(__name__)
 # An outcome's kind is the status it records.
 SUCCEEDED, RETRYING = Status.SUCCEEDED, Status.RETRYING
 FAILED, CANCELLED = Status.FAILED, Status.CANCELLED
+# Not a status: the task asked to run later (``jobs.Snooze``); it is ``pending`` again.
+SNOOZED = "snoozed"
 
 
 @dataclass
@@ -46,7 +56,7 @@ class Outcome:
     kind: str
     result: object = None
     error: ErrorRecord | None = None
-    retry_in: float = 0.0
+    retry_in: float = 0.0  # seconds until a retry, or until the end of a snooze
     duration: float = 0.0
     deferred: bool = False  # a success left for the caller to record
     # A success the caller records with others (``record_held``), then finishes (``finish``).
@@ -93,9 +103,11 @@ def execute(task: Task, runnable: Runnable | None = None) -> Outcome:
         if inspect.isawaitable(result):  # an async task run here alone, not on a child's loop
             # As Django runs one: its sync_to_async calls come back to this thread.
             result = async_to_sync(_awaited)(result)
-        outcome = _checked_success(result)
+        outcome = outcome_of_result(task, result)
     except TaskCancelled:
         outcome = Outcome(CANCELLED)
+    except Snooze as snooze:
+        outcome = _snoozed(task, snooze)
     except BaseException as exc:  # the task's outcome, whatever it raised
         outcome = outcome_for_exception(task, exc, runnable)
         outcome.exception = exc
@@ -125,6 +137,33 @@ def _checked_success(result) -> Outcome:
         # The exception too, so that Django's task_finished is sent while it is being handled.
         return Outcome(FAILED, error=replace(record, permanent=True), exception=error)
     return Outcome(SUCCEEDED, result=result)
+
+
+def outcome_of_result(task: Task, result) -> Outcome:
+    """What a task's return value makes of its attempt: a snooze (``jobs.Snooze`` returned), or
+    a success (a failure for a value that is not JSON)."""
+    return _snoozed(task, result) if isinstance(result, Snooze) else _checked_success(result)
+
+
+def _snoozed(task: Task, snooze: Snooze) -> Outcome:
+    """The task asked to run again in ``snooze.seconds``: snoozed, unless its seconds are not
+    a valid snooze (a subclass that skipped ``__init__``, an attribute changed) or it has
+    snoozed ``JOBS_MAX_SNOOZES`` times already: then the attempt fails, saying why."""
+    try:
+        seconds = snooze_seconds(getattr(snooze, "seconds", None))
+    except Exception as exc:  # PayloadError, or whatever a subclass's ``seconds`` raised
+        message = str(exc) if isinstance(exc, PayloadError) else f"Snooze seconds: {exc!r:.200}"
+        error = PermanentError(message, detail=message)
+        return Outcome(FAILED, error=ErrorRecord.from_exception(error, message, False))
+    limit = jobs_settings.MAX_SNOOZES
+    if task.snoozes >= limit:
+        message = (
+            f"The task asked to run later {task.snoozes} times, the limit (JOBS_MAX_SNOOZES "
+            f"is {limit}): it was stopped so that it does not wait for ever."
+        )
+        error = PermanentError(message, detail=message)
+        return Outcome(FAILED, error=ErrorRecord.from_exception(error, message, False))
+    return Outcome(SNOOZED, retry_in=seconds)
 
 
 def _leave_forked_process(task: Task, outcome: Outcome):
@@ -191,6 +230,8 @@ def record(task: Task, outcome: Outcome) -> bool:
 def _write(task: Task, outcome: Outcome, now) -> bool:
     if outcome.kind == CANCELLED:
         return transitions.cancel_running(task, now=now)
+    if outcome.kind == SNOOZED:
+        return transitions.snooze(task, now + timedelta(seconds=outcome.retry_in), now=now)
     assert outcome.error is not None  # a retry or a failure always carries its error
     if outcome.kind == RETRYING:
         run_after = now + timedelta(seconds=outcome.retry_in)
@@ -198,7 +239,9 @@ def _write(task: Task, outcome: Outcome, now) -> bool:
     return transitions.fail(task, outcome.error, now=now)
 
 
-_REFUSED_WHAT: dict[str, str] = {FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation"}
+_REFUSED_WHAT: dict[str, str] = {
+    FAILED: "failure", RETRYING: "retry", CANCELLED: "cancellation", SNOOZED: "snooze"
+}  # fmt: skip
 
 
 def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
@@ -211,8 +254,9 @@ def _refused(task: Task, outcome: Outcome, refusal: DatabaseError, now) -> bool:
     what = _REFUSED_WHAT.get(outcome.kind, outcome.kind)
     if outcome.error:
         raised = outcome.error.exception
-    else:  # a cancellation: the task stopped at a checkpoint
-        raised = f"{TaskCancelled.__module__}.{TaskCancelled.__qualname__}"
+    else:  # a cancellation (the task stopped at a checkpoint), or a snooze
+        stopped = Snooze if outcome.kind == SNOOZED else TaskCancelled
+        raised = f"{stopped.__module__}.{stopped.__qualname__}"
     logger.error(
         "database refused to record an outcome id=%s outcome=%s error=%r",
         task.pk, outcome.kind, unrecordable_error(what, raised, refusal).message,
@@ -315,6 +359,7 @@ def begin(task: Task, runnable: Runnable | None = None) -> tuple[Runnable | None
 def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_success: bool,
         hold_success: bool) -> Outcome:  # fmt: skip
     """What ``run`` does once the task's code ran: record ``outcome`` (or defer or hold it), log."""
+    attempt = task.attempts  # the attempt that ran (a snooze gives it back when recorded)
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
         outcome.deferred = recorded = True
     elif hold_success and outcome.kind == SUCCEEDED:
@@ -332,20 +377,24 @@ def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_succes
     # An error's class and message, as arguments (a log formatter quotes them); its
     # traceback is in the task's error_details.
     error = (outcome.error.exception, outcome.error.message) if outcome.error else ()
+    snoozed = (outcome.retry_in,) if outcome.kind == SNOOZED else ()
     logger.log(
         level,
         "task finished name=%s id=%s attempt=%d/%d duration=%.3fs outcome=%s"
         + (" error=%s message=%s" if error else "")
+        + (" snooze=%.3fs" if snoozed else "")
         + ("" if recorded else " recorded=false"),
         task.name,
         task.pk,
-        task.attempts,
+        attempt,
         task.max_attempts,
         outcome.duration,
         outcome.kind,
         *error,
+        *snoozed,
     )
-    if recorded and not outcome.held:
+    # A snoozed task has not finished: Django's task_finished waits for its real outcome.
+    if recorded and not outcome.held and outcome.kind != SNOOZED:
         finishing.finished(task, runnable, outcome.exception)
     return outcome
 

@@ -26,7 +26,12 @@ def quoted_statuses(statuses) -> str:
 
 
 def due_condition(connection, queue_count: int) -> str:
-    """The condition of a due row of the claimed queues, none paused; parameters: now, *queues.
+    """The condition of a due row of the claimed queues, none paused, not expired; parameters:
+    now, now, *queues.
+
+    A row past its ``expires_at`` is never started, whether or not maintenance has cancelled it
+    yet (``jobs.transitions.expire_waiting``). The test is on the row, after the index has found
+    it: rows without a deadline pass at the first comparison.
 
     One queue is compared with ``=``, which the per-queue claim index serves in order; with
     ``IN`` and statistics that lag behind a burst of enqueues, PostgreSQL was seen to sort every
@@ -39,6 +44,7 @@ def due_condition(connection, queue_count: int) -> str:
     elif queue_count:
         queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})"
     return f"""status IN ({quoted_statuses(states.CLAIM.sources)}) AND run_after <= %s
+        AND (expires_at IS NULL OR expires_at > %s)
         {queue_filter} AND queue NOT IN (SELECT queue FROM {paused})"""
 
 
@@ -47,7 +53,7 @@ CLAIM_ORDER = "priority DESC, run_after, created_at, id"
 
 def claim_keys(connection, queue_count: int, *, lateral: bool) -> str:
     """CTEs ending in ``hopeful``: the concurrency keys a claim tries, each with the limit of
-    its next due row. Parameters: now, *queues, limit.
+    its next due row. Parameters: now, now, *queues, limit.
 
     ``keys`` skips from key to key in the partial index of waiting keyed rows, one probe per
     key (a loose index scan, as a recursive CTE: the statement starts ``WITH RECURSIVE``),
@@ -106,7 +112,7 @@ def claim_keys(connection, queue_count: int, *, lateral: bool) -> str:
 
 def keyed_pick(connection, queue_count: int) -> str:
     """The due rows of one key (``rooms.claim_key``), best first: the first ``rooms.room`` of
-    them may start. Parameters: now, *queues."""
+    them may start. Parameters: now, now, *queues."""
     return f"""
         SELECT id FROM {task_table(connection)}
         WHERE concurrency_key = rooms.claim_key AND {due_condition(connection, queue_count)}
@@ -117,7 +123,7 @@ def keyed_pick(connection, queue_count: int) -> str:
 def claim_candidates(connection, queue_count: int) -> str:
     """The rows a claim may take: the best ``limit`` without a concurrency key (their claim
     index holds no keyed row), and the keyed rows the CTE ``allowed`` lets start (per database:
-    the first of each key, up to the room it has left). Parameters: now, *queues, limit.
+    the first of each key, up to the room it has left). Parameters: now, now, *queues, limit.
 
     A CTE of its own, computed once: as a subquery of the pick, PostgreSQL was seen to run it
     again for every row it scanned (5 s for one claim of 3,500 waiting rows).
@@ -135,8 +141,8 @@ def claim_candidates(connection, queue_count: int) -> str:
 
 def claim_pick(connection, queue_count: int, among="id IN (SELECT id FROM candidates)") -> str:
     """The rows a claim takes among the ``candidates`` CTE, best first; parameters: now,
-    *queues, limit. ``among``: the condition that picks the candidates, as the database finds
-    them by primary key (see ``jobs.sql.postgresql``).
+    now, *queues, limit. ``among``: the condition that picks the candidates, as the database
+    finds them by primary key (see ``jobs.sql.postgresql``).
 
     Ties of priority and due time go in enqueue order (``created_at``, then ``id``, which
     ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The due
@@ -161,7 +167,7 @@ CLAIM_ASSIGNMENTS = f"""
 def claim_params(connection, *, now, queues, limit, worker_id, lease_expires_at) -> list:
     """The parameters of a claim, in the order its parts take them."""
     adapt = connection.ops.adapt_datetimefield_value
-    due = [adapt(now), *queues]
+    due = [adapt(now), adapt(now), *queues]  # due_condition's
     assignments = [worker_id, adapt(now), adapt(now), adapt(lease_expires_at)]
     # claim_keys, keyed_pick, claim_candidates, claim_pick, CLAIM_ASSIGNMENTS
     return [*due, limit, *due, *due, limit, *due, limit, *assignments]

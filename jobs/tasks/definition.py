@@ -73,6 +73,11 @@ class JobsTask(DjangoTask):
     unique_while: str | None = None
     unique_for: float | timedelta | None = None
     on_duplicate: str | None = None
+    # A deadline: a task not started within ``expires_in`` seconds of its enqueue (or by
+    # ``expires_at``, an aware datetime, usually per call) never starts; it ends ``cancelled``,
+    # "expired". One or the other: setting one with ``using()`` clears the other.
+    expires_in: float | timedelta | None = None
+    expires_at: datetime | None = None
     # The options of one call (``using``): not part of the task's declaration.
     owner: Any = None
     summary: str = ""
@@ -97,6 +102,7 @@ class JobsTask(DjangoTask):
         except PayloadError as exc:
             raise TaskOptionError(str(exc)) from None
         self._check_uniqueness()
+        _check_expiry(self.expires_in, self.expires_at)
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
             raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
         if self.timeout is not None and not _positive_seconds(self.timeout):
@@ -141,6 +147,8 @@ class JobsTask(DjangoTask):
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
         delay: float | timedelta | None = None,
+        expires_in: float | timedelta | None = None,
+        expires_at: datetime | None = None,
         owner: Any = None,
         summary: str | None = None,
         idempotency_key: str | None = None,
@@ -155,6 +163,7 @@ class JobsTask(DjangoTask):
         ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key`` and
         ``concurrency_limit`` (see the class), ``delay`` (seconds or a
         timedelta from the enqueue; it replaces ``run_after``, and the other way round),
+        ``expires_in`` or ``expires_at`` (a deadline to start by; each replaces the other),
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
         it), ``idempotency_key`` (an enqueue with a key already taken returns that task),
         ``unique_key``, ``unique_while``, ``unique_for`` and ``on_duplicate`` (see the class;
@@ -168,6 +177,8 @@ class JobsTask(DjangoTask):
             raise TaskOptionError(
                 "Pass either unique_while or unique_for (a scope by status, or by time), not both."
             )
+        if expires_in is not None and expires_at is not None:
+            raise ValueError("Pass either expires_in or expires_at, not both.")
         changes: dict[str, Any] = {
             name: value
             for name, value in (
@@ -193,6 +204,10 @@ class JobsTask(DjangoTask):
             changes.update(unique_while=unique_while, unique_for=None)
         if unique_for is not None:
             changes.update(unique_for=unique_for, unique_while=None)
+        if expires_in is not None:
+            changes.update(expires_in=expires_in, expires_at=None)
+        if expires_at is not None:
+            changes.update(expires_at=expires_at, expires_in=None)
         return replace(self, **changes)
 
     @property
@@ -279,6 +294,35 @@ def _check_owner(owner):
         raise TaskOptionError(
             f"The owner must be a saved user (or AnonymousUser: no owner), not {owner!r:.80}."
         )
+
+
+def _check_expiry(expires_in, expires_at):
+    """Refuse a deadline no enqueue could use: ``expires_in`` must be seconds above 0 (or a
+    timedelta) within 100 years, ``expires_at`` an aware datetime (checked against the clock
+    at the enqueue: ``jobs.tasks.enqueueing.resolve_expires_at``)."""
+    if expires_in is not None and expires_at is not None:
+        raise TaskOptionError("Pass either expires_in or expires_at, not both.")
+    if expires_in is not None:
+        try:
+            seconds = check_delay(expires_in).total_seconds()
+        except PayloadError:
+            seconds = 0.0
+        if not seconds > 0:
+            raise TaskOptionError(
+                "expires_in must be seconds (a number or a timedelta) above 0 and within 100 "
+                f"years, not {expires_in!r:.80}."
+            )
+    if expires_at is not None:
+        if not isinstance(expires_at, datetime):
+            raise TaskOptionError(f"expires_at must be a datetime, not {expires_at!r:.80}.")
+        try:
+            aware = expires_at.utcoffset() is not None
+        except Exception:  # a tzinfo of the caller's own that raises
+            aware = False
+        if not aware:
+            raise TaskOptionError(
+                f"expires_at must be an aware datetime (with a time zone), not {expires_at!r:.80}."
+            )
 
 
 def _checked_transient(types) -> tuple:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from jobs import signals
 from jobs.backends import DatabaseBackend
 from jobs.conf import jobs_settings
+from jobs.exceptions import PayloadError
 from jobs.models import Task
 from jobs.tasks.definition import MAX_ATTEMPTS_RANGE
 from jobs.tasks.django_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY
@@ -87,6 +88,10 @@ def row_fields(task) -> dict:
     }
     if task.run_after is not None or task.delay is not None:
         fields["run_after"] = resolve_run_after(task.run_after, task.delay)
+    if task.expires_in is not None or task.expires_at is not None:
+        fields["expires_at"] = resolve_expires_at(
+            task.expires_in, task.expires_at, due=fields.get("run_after")
+        )
     # else due at its creation, created_at itself: a task that was not deferred is stored so
     # (Django's TaskResult.task.run_after is None for it; ``jobs.backends.to_task_result``).
     return fields
@@ -121,6 +126,7 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
         "unique_key": None,
         "unique_while": None,
         "run_after": fields.get("run_after", now),
+        "expires_at": fields.get("expires_at"),
         "created_at": now,
         "updated_at": now,
     }
@@ -224,6 +230,29 @@ def resolve_run_after(run_after=None, delay=None):
     return timezone.now()
 
 
+def resolve_expires_at(expires_in=None, expires_at=None, *, due=None):
+    """The deadline of a task enqueued now and due at ``due`` (None: now), from ``expires_in``
+    (seconds from now) or ``expires_at``; PayloadError for one that leaves it no chance to run
+    (not after its due time: past, or before a ``delay``) or more than 100 years away."""
+    now = timezone.now()
+    if expires_in is not None and expires_at is not None:
+        raise ValueError("Pass either expires_in or expires_at, not both.")
+    if expires_in is not None:
+        deadline = now + check_delay(expires_in)
+    else:
+        try:
+            deadline = check_run_after(expires_at, now)
+        except PayloadError as exc:
+            raise PayloadError(str(exc).replace("run_after", "expires_at", 1)) from None
+    due = due or now
+    if deadline <= due:
+        raise PayloadError(
+            f"The task would expire at {deadline.isoformat()}, before it is due "
+            f"({due.isoformat()}): it could never run. Give a later expires_at, or none."
+        )
+    return deadline
+
+
 def create_task(
     *, idempotency_key=None, summary="", payload_text=None, unique=None, **fields
 ) -> Task:
@@ -242,6 +271,7 @@ def create_task(
         "priority": jobs_settings.DEFAULT_PRIORITY,
         "max_attempts": jobs_settings.DEFAULT_MAX_ATTEMPTS,
         "run_after": now,
+        "expires_at": None,
         **fields,
         "id": uuid.uuid4(),
         "owner": _real_owner(fields.get("owner")),

@@ -57,6 +57,7 @@ def task(
     unique_while: str | None = None,
     unique_for: float | timedelta | None = None,
     on_duplicate: str | None = None,
+    expires_in: float | timedelta | None = None,
 ):
     """Declare a task; use as ``@task`` or ``@task(queue="emails", max_attempts=5, ...)``.
 
@@ -67,7 +68,8 @@ def task(
     which must be named ``context``. ``concurrency_key`` and ``concurrency_limit``: at most that
     many tasks of the key run at once; ``unique_key``, ``unique_while``, ``unique_for`` and
     ``on_duplicate``: one task per key while waiting, active, or for a period, and what a
-    duplicate does (docs/howto/flow-control.md). A priority is from -100 to
+    duplicate does; ``expires_in``: a task not started within that many seconds of its enqueue
+    never starts (all in docs/howto/flow-control.md). A priority is from -100 to
     100, as in Django; ``queue`` and ``queue_name`` (Django's word) are the same option.
     """
     if queue is not None and queue_name is not None and queue != queue_name:
@@ -92,6 +94,7 @@ def task(
             unique_while=unique_while,
             unique_for=unique_for,
             on_duplicate=on_duplicate,
+            expires_in=expires_in,
         )
 
     return declare(function) if function is not None else declare

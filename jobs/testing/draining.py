@@ -52,13 +52,16 @@ class Drained:
 
     ``succeeded``, ``failed``, ``retrying`` and ``cancelled`` count attempts (a task retried
     twice then successful counts two ``retrying`` and one ``succeeded``); ``tasks`` holds each
-    task run, once, as its row is now, in the order they first ran.
+    task run, once, as its row is now, in the order they first ran. ``snoozed`` counts attempts
+    that asked to run later (``jobs.Snooze``), outside ``counts`` and ``total``: they are given
+    back, not used.
     """
 
     succeeded: int = 0
     failed: int = 0
     retrying: int = 0
     cancelled: int = 0
+    snoozed: int = 0
     rounds: int = 0
     tasks: list[Task] = field(default_factory=list)
 

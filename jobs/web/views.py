@@ -23,7 +23,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import transitions
-from jobs.humanize import remaining_text
+from jobs.humanize import remaining_text, waiting_text
 from jobs.models import Task
 from jobs.states import CANCELLABLE, TERMINAL, WITH_ERROR, Status
 
@@ -113,19 +113,28 @@ def estimate_remaining(task: Task, now) -> int | None:
     return round(elapsed / done * (total - done))
 
 
-def status_text(task: Task) -> str:
+def status_text(task: Task, now=None) -> str:
     """Return one line that tells the owner where the task stands."""
     if task.status == Status.RUNNING and task.cancel_requested_at:
         return "Cancelling…"
     if task.status in (Status.FAILED, Status.RETRYING) and task.last_error:
         return task.last_error
+    if transitions.is_expired(task):
+        return transitions.EXPIRED_MESSAGE
     if task.status == Status.CANCELLED:
         return "Cancelled."
     if task.status == Status.SUCCEEDED:
         return task.progress_message or "Done."
     if task.status == Status.PENDING:
-        return "Waiting to start…"
+        until = task.waiting_until(now)
+        return f"{waiting_text(until)}." if until else "Waiting to start…"
     return task.progress_message or "Working…"
+
+
+def _cancel_reason(task: Task):
+    if task.status != Status.CANCELLED:
+        return None
+    return "expired" if transitions.is_expired(task) else "cancelled"  # not a status: a reason
 
 
 def _iso(value):
@@ -147,7 +156,7 @@ def describe(task: Task, user, *, now=None) -> dict:
         "status_display": Status(task.status).label,
         "is_finished": task.status in TERMINAL,
         "cancel_requested": task.cancel_requested_at is not None,
-        "message": status_text(task),
+        "message": status_text(task, now),
         "progress": {
             "percent": task.progress_percent,
             "current": task.progress_current,
@@ -159,6 +168,8 @@ def describe(task: Task, user, *, now=None) -> dict:
         "eta_seconds": eta,
         "eta_text": remaining_text(eta),  # progress.js shows this, never its own wording
         "error": (task.last_error or None) if show_error else None,
+        # Why a cancelled task ended: "expired" (not started by its deadline) or "cancelled".
+        "cancel_reason": _cancel_reason(task),
         "can_retry": may_retry(task, user),
         "can_cancel": may_cancel(task, user),
         "result": result,
@@ -167,6 +178,8 @@ def describe(task: Task, user, *, now=None) -> dict:
         "created_at": _iso(task.created_at),
         "started_at": _iso(task.started_at),
         "finished_at": _iso(task.finished_at),
+        "waiting_until": _iso(task.waiting_until(now)),
+        "expires_at": _iso(task.expires_at),
         "updated_at": _iso(task.updated_at),
         "urls": {
             "status": reverse("jobs:task-status", args=[task.pk]),

@@ -163,3 +163,8 @@ def unavailable():
 @task(priority=7)
 def nightly_total(*numbers):
     return sum(numbers)
+
+
+@task(expires_in=600)
+def django_expiring():
+    return "ran"

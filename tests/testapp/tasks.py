@@ -147,3 +147,39 @@ def effect_once(key):
 def pause(seconds):
     """Take ``seconds`` and do nothing else: tests of how many tasks run at once."""
     time.sleep(seconds)
+
+
+@task(max_attempts=2)
+def snooze_until(key, times, seconds=0.0):
+    """Snooze ``times`` times (raising, then returning ``jobs.Snooze``), then succeed; each run
+    is counted as an effect of ``key``."""
+    from jobs import Snooze
+
+    SideEffect.objects.create(key=key)
+    runs = SideEffect.objects.filter(key=key).count()
+    if runs > times:
+        return runs
+    if runs % 2:
+        raise Snooze(seconds)
+    return Snooze(seconds)
+
+
+@task
+def snooze_with(seconds):
+    """Snooze for ``seconds``, whatever that is (the hostile values' tests)."""
+    from jobs import Snooze
+
+    raise Snooze(seconds)
+
+
+@task
+def snooze_forever():
+    from jobs import Snooze
+
+    return Snooze(0)
+
+
+@task(expires_in=600)
+def expiring(key):
+    SideEffect.objects.create(key=key)
+    return key
