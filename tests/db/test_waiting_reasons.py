@@ -154,3 +154,18 @@ def test_unprintable_characters_of_a_key_are_shown_escaped():
     assert line == "Held by concurrency key a\\x00b\\n<i>: 1 running of 1"
     assert "\x00" not in waiting.compact_text(reason)
     assert waiting.HeldKey(key="x\x00", waiting=1, running=1, limit=1).shown == "x\\x00"
+
+
+def test_admin_page_says_due_and_expiry_and_the_list_says_paused(operator):
+    soon = timezone.now() + timedelta(minutes=5)
+    task = TaskFactory(queue="imports", run_after=soon, expires_at=soon + timedelta(minutes=10))
+    page = operator.get(reverse("admin:jobs_task_change", args=[task.pk])).content.decode()
+    assert "Due at " in page
+    assert "Expires in " in page
+    pausing.pause("imports")
+    listing = operator.get(reverse("admin:jobs_task_changelist")).content.decode()
+    assert "Pending (queue paused)" in listing
+    finished = TaskFactory(succeeded=True)
+    page = operator.get(reverse("admin:jobs_task_change", args=[finished.pk])).content.decode()
+    assert "Held by" not in page
+    assert "Due at" not in page
