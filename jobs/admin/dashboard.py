@@ -16,6 +16,7 @@ from jobs import metrics
 from jobs.conf import jobs_settings
 from jobs.humanize import seconds_text
 from jobs.maintenance import pausing
+from jobs.metrics import waiting
 from jobs.states import Status
 from jobs.tasks.payload import queue_name_problem
 
@@ -43,6 +44,9 @@ def render_dashboard(request, context):
         workers=[_worker_row(worker) for worker in snap.workers],
         failures=[_failure_row(group) for group in snap.failures],
         waiting_too_long=[_late_row(task) for task in snap.waiting_too_long],
+        # Due tasks a worker could take but for their concurrency key: apart from the queues'
+        # waiting counts, which are tasks waiting for a worker (or for their time).
+        held=waiting.held_by_keys(now=snap.now),
         running_too_long=[_late_row(task) for task in snap.running_too_long],
         window=seconds_text(snap.window.total_seconds()),
         refresh_seconds=jobs_settings.DASHBOARD_REFRESH_SECONDS,

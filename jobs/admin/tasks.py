@@ -5,12 +5,14 @@ import uuid
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html_join
 from django.utils.translation import gettext
 
 from jobs import states
@@ -19,11 +21,24 @@ from jobs.admin.filters import NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.humanize import moment_text, seconds_text
+from jobs.metrics import waiting as waiting_reasons
 from jobs.models import Task
 from jobs.transitions import is_expired
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
 HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
+
+
+class TaskChangeList(ChangeList):
+    """The changelist, with why each waiting row of the page waits: two queries for the page."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        if request.method != "GET":
+            return  # an action's POST: the page is most often not shown, so not read for it
+        reasons = waiting_reasons.why_waiting_many(self.result_list)
+        for task in self.result_list:
+            task.jobs_waiting = reasons.get(task.pk)
 
 
 class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
@@ -48,7 +63,21 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     paginator = EstimatedCountPaginator
     actions = ["retry_tasks", "cancel_tasks"]
     fieldsets = [
-        (None, {"fields": ["id", "name", "status_badge", "queue", "priority", "summary", "owner"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "id",
+                    "name",
+                    "status_badge",
+                    "waiting_display",
+                    "queue",
+                    "priority",
+                    "summary",
+                    "owner",
+                ]
+            },
+        ),
         ("Progress", {"fields": ["progress_display", "steps_pretty"]}),
         (
             "Attempts and errors",
@@ -70,6 +99,7 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     readonly_fields = [
         *(field.name for field in Task._meta.fields),
         "status_badge",
+        "waiting_display",
         "attempts_display",
         "progress_display",
         "steps_pretty",
@@ -100,6 +130,9 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
 
     # Changelist --------------------------------------------------------------------------------
 
+    def get_changelist(self, request, **kwargs):
+        return TaskChangeList
+
     def get_queryset(self, request):
         queryset = super().get_queryset(request)
         match = request.resolver_match
@@ -127,13 +160,25 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
         # The changelist does not read last_error (HEAVY_FIELDS): only the task's page says
         # "expired", rather than one query per row.
         note = ""
-        if until := task.waiting_until():
+        waiting = getattr(task, "jobs_waiting", None)  # set for the changelist's page
+        if waiting is not None:
+            note = waiting_reasons.compact_text(waiting)
+        elif until := task.waiting_until():
             note = f"waiting until {moment_text(until)}"
         elif "last_error" not in task.get_deferred_fields() and is_expired(task):
             note = "expired"
         return display.status_badge(
             task.status, cancel_requested=bool(task.cancel_requested_at), note=note
         )
+
+    @admin.display(description="waiting")
+    def waiting_display(self, task):
+        # jobs.metrics.waiting's lines, each escaped: a key is whatever the enqueuing code gave.
+        waiting = waiting_reasons.why_waiting(task)
+        if waiting is None:
+            return "—"
+        lines = waiting_reasons.operator_lines(waiting)
+        return format_html_join("", "<div>{}</div>", ((line,) for line in lines))
 
     @admin.display(description="attempts")
     def attempts_display(self, task):

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from jobs import transitions
 from jobs.humanize import remaining_text, waiting_text
+from jobs.metrics import waiting as waiting_reasons
 from jobs.models import Task
 from jobs.states import CANCELLABLE, TERMINAL, WITH_ERROR, Status
 
@@ -113,8 +114,9 @@ def estimate_remaining(task: Task, now) -> int | None:
     return round(elapsed / done * (total - done))
 
 
-def status_text(task: Task, now=None) -> str:
-    """Return one line that tells the owner where the task stands."""
+def status_text(task: Task, now=None, waiting: waiting_reasons.Waiting | None = None) -> str:
+    """Return one line that tells the owner where the task stands; with ``waiting`` (from
+    ``jobs.metrics.waiting``), a waiting task says why, in words that name no key."""
     if task.status == Status.RUNNING and task.cancel_requested_at:
         return "Cancelling…"
     if task.status in (Status.FAILED, Status.RETRYING) and task.last_error:
@@ -125,6 +127,9 @@ def status_text(task: Task, now=None) -> str:
         return "Cancelled."
     if task.status == Status.SUCCEEDED:
         return task.progress_message or "Done."
+    if task.status == Status.PENDING and waiting is not None:
+        expiry = waiting_reasons.owner_expiry(waiting)
+        return " ".join(filter(None, [waiting_reasons.owner_message(waiting), expiry]))
     if task.status == Status.PENDING:
         until = task.waiting_until(now)
         return f"{waiting_text(until)}." if until else "Waiting to start…"
@@ -141,9 +146,31 @@ def _iso(value):
     return value.isoformat() if value else None
 
 
+def waiting_json(waiting: waiting_reasons.Waiting | None, user) -> dict | None:
+    """Why a waiting task waits, as ``user`` may see it: the concurrency key and its counts only
+    to a user with the view permission (a key may hold another customer's id)."""
+    if waiting is None:
+        return None
+    body = {
+        "reasons": waiting.reasons,
+        "until": _iso(waiting.due_at),
+        "expires_at": _iso(waiting.expires_at),
+        "message": waiting_reasons.owner_message(waiting),
+        "expiry_message": waiting_reasons.owner_expiry(waiting) or None,
+    }
+    if waiting.held and user.has_perm(VIEW_PERMISSION):
+        body["concurrency"] = {
+            "key": waiting.key,
+            "running": waiting.running,  # not a status: a count
+            "limit": waiting.limit,
+        }
+    return body
+
+
 def describe(task: Task, user, *, now=None) -> dict:
     """Return the status of ``task`` as ``user`` may see it (the JSON view's body)."""
     now = now or timezone.now()
+    waiting = waiting_reasons.why_waiting(task, now=now)
     eta = estimate_remaining(task, now)
     show_error = task.status in WITH_ERROR
     show_result = task.status == Status.SUCCEEDED and task.result_public
@@ -156,7 +183,9 @@ def describe(task: Task, user, *, now=None) -> dict:
         "status_display": Status(task.status).label,
         "is_finished": task.status in TERMINAL,
         "cancel_requested": task.cancel_requested_at is not None,
-        "message": status_text(task, now),
+        "message": status_text(task, now, waiting),
+        # Why it waits (pending or retrying; None otherwise): jobs.metrics.waiting's reasons.
+        "waiting": waiting_json(waiting, user),
         "progress": {
             "percent": task.progress_percent,
             "current": task.progress_current,
