@@ -1,6 +1,8 @@
 import os
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,32 @@ def no_success_receivers():
     signals.task_finished.disconnect(dispatch_uid="demo-notify-owner")
     yield
     signals.task_finished.connect(notify_owner, dispatch_uid="demo-notify-owner")
+
+
+@contextmanager
+def terminating_worker_connections(*, times=3, every=0.5):
+    """While the block runs, terminate the workers' PostgreSQL sessions (those named
+    ``WORKER_APP_NAME``) ``times`` times, ``every`` seconds apart, from a thread of its own."""
+    stop = threading.Event()
+
+    def terminate_repeatedly():
+        try:
+            for _ in range(times):
+                if stop.wait(every):
+                    return
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND application_name = %s",
+                        [WORKER_APP_NAME],
+                    )
+        finally:
+            connection.close()
+
+    killer = threading.Thread(target=terminate_repeatedly)
+    killer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        killer.join()

@@ -67,3 +67,27 @@ def new_pool(successes, *, stopping=False, concurrency=1, max_memory_bytes=None)
         concurrency, max_tasks=None, max_memory_bytes=max_memory_bytes, retry=pool_retry,
         on_success=successes.append, stopping=lambda: stopping, before_fork=lambda: [],
     )  # fmt: skip
+
+
+def insert_many_rows(count: int, *, status: str):
+    """Insert ``count`` tasks of ``status`` in one statement (PostgreSQL's generate_series),
+    then ANALYZE: a table as large as a planner test needs, beyond what factories make in time.
+    A finished status gets ``attempts`` 1 and ``finished_at``; every other column its default."""
+    from django.db import connection
+
+    table = Task._meta.db_table
+    finished = status in ("succeeded", "failed", "cancelled")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (id, name, backend, queue, priority, status, payload, summary,
+                attempts, max_attempts, run_after, progress_current, progress_message,
+                last_error, error_details, worker_id, created_at, updated_at, finished_at)
+            SELECT gen_random_uuid(), 'tests.testapp.tasks.add', '', 'default', 0, %s,
+                '{{}}', '', %s, 3, now(), 0, '', '', '[]', '', now(), now(),
+                CASE WHEN %s THEN now() END
+            FROM generate_series(1, %s)
+            """,
+            [status, 1 if finished else 0, finished, count],
+        )
+        cursor.execute(f"ANALYZE {table}")

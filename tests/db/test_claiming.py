@@ -95,18 +95,7 @@ def test_concurrent_claims_never_take_the_same_row():
 def test_claim_query_uses_the_partial_index_with_many_finished_rows(postgres_only):
     """With 200,000 finished rows, the claim reads the small partial index, not the table."""
     table = Task._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {table} (id, name, backend, queue, priority, status, payload, summary,
-                attempts, max_attempts, run_after, progress_current, progress_message,
-                last_error, error_details, worker_id, created_at, updated_at, finished_at)
-            SELECT gen_random_uuid(), 'tests.testapp.tasks.add', '', 'default', 0, 'succeeded',
-                '{{}}', '', 1, 3, now(), 0, '', '', '[]', '', now(), now(), now()
-            FROM generate_series(1, 200000)
-            """
-        )
-        cursor.execute(f"ANALYZE {table}")
+    helpers.insert_many_rows(200_000, status="succeeded")
     TaskFactory.create_batch(5)
     claim = postgresql.claim_sql(connection, 0)
     now = timezone.now()

@@ -18,7 +18,7 @@ from jobs.states import Status
 from jobs.tasks.definition import TaskOptionError
 from jobs.web.views import describe
 from tests.factories import UserFactory
-from tests.helpers import claim, run_next
+from tests.helpers import claim, insert_many_rows, run_next
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
 
@@ -211,18 +211,7 @@ def test_the_expiry_index_is_partial():
 def test_maintenance_finds_expired_tasks_through_the_partial_index(postgres_only):
     """With 100,000 waiting tasks without a deadline, expiry reads the small partial index."""
     table = Task._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {table} (id, name, backend, queue, priority, status, payload, summary,
-                attempts, max_attempts, run_after, progress_current, progress_message,
-                last_error, error_details, worker_id, created_at, updated_at, snoozes)
-            SELECT gen_random_uuid(), 'tests.testapp.tasks.add', '', 'default', 0, 'pending',
-                '{{}}', '', 0, 3, now(), 0, '', '', '[]', '', now(), now(), 0
-            FROM generate_series(1, 100000)
-            """
-        )
-        cursor.execute(f"ANALYZE {table}")
+    insert_many_rows(100_000, status="pending")
     tasks.add.using(expires_in=5).enqueue_many([(n, n) for n in range(5)])
     query = Task.objects.expired(later(10)).order_by("expires_at").values("pk")[:5000].query
     sql, params = query.sql_with_params()

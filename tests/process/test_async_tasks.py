@@ -8,7 +8,7 @@ import pytest
 from jobs import transitions
 from jobs.models import Task
 from jobs.states import Status
-from tests.conftest import wait_for
+from tests.conftest import terminating_worker_connections, wait_for
 from tests.process.test_reliability import FAST, status_of, until_started, until_status
 from tests.testapp import async_tasks, tasks
 
@@ -159,39 +159,14 @@ def test_sigterm_lets_running_async_tasks_finish_within_grace(start_worker):
 
 
 def test_async_tasks_survive_their_childs_connection_being_terminated(start_worker, postgres_only):
-    import threading
-
-    from django.db import connection
-
-    from tests.conftest import WORKER_APP_NAME
-
     work = [async_tasks.reports_progress.enqueue(15).record for _ in range(40)]
     worker = start_worker("--concurrency", "2", env={"JOBS_LOG_LEVEL": "INFO"})
-    stop = threading.Event()
-
-    def terminate_repeatedly():
-        for _ in range(3):
-            if stop.wait(0.5):
-                return
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND application_name = %s",
-                    [WORKER_APP_NAME],
-                )
-        connection.close()
-
-    killer = threading.Thread(target=terminate_repeatedly)
-    killer.start()
-    try:
+    with terminating_worker_connections(every=0.5):
         ids = [t.pk for t in work]
         wait_for(
             lambda: Task.objects.filter(pk__in=ids, status=Status.SUCCEEDED).count() == len(ids),
             timeout=60, interval=0.2, message="every async task to succeed",
         )  # fmt: skip
-    finally:
-        stop.set()
-        killer.join()
     assert worker.process.poll() is None, worker.output  # still serving
     assert Task.objects.filter(pk__in=ids, progress_message="step 15").count() == len(ids)
     # The child's writes met the terminated connection: retried, or the attempt retried.

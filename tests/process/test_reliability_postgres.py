@@ -1,14 +1,12 @@
 """Worker promises that need PostgreSQL: NOTIFY wake-up, connection faults, many workers."""
 
 import signal
-import threading
 
 import pytest
-from django.db import connection
 
 from jobs.models import Task, Worker
 from jobs.states import Status
-from tests.conftest import WORKER_APP_NAME, wait_for
+from tests.conftest import terminating_worker_connections, wait_for
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
 
@@ -41,23 +39,7 @@ def test_notify_wakes_an_idle_worker_well_before_its_poll(start_worker):
 def test_worker_survives_its_connections_being_terminated(start_worker):
     work = [tasks.write_and_pause.enqueue(f"k{i}").record for i in range(60)]
     worker = start_worker("--concurrency", "2")
-    stop = threading.Event()
-
-    def terminate_repeatedly():
-        for _ in range(3):
-            if stop.wait(0.7):
-                return
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND application_name = %s",
-                    [WORKER_APP_NAME],
-                )
-        connection.close()
-
-    killer = threading.Thread(target=terminate_repeatedly)
-    killer.start()
-    try:
+    with terminating_worker_connections(every=0.7):
         wait_for(
             lambda: (
                 Task.objects.filter(pk__in=[t.pk for t in work], status=Status.SUCCEEDED).count()
@@ -67,9 +49,6 @@ def test_worker_survives_its_connections_being_terminated(start_worker):
             interval=0.2,
             message="every task to succeed despite terminated connections",
         )
-    finally:
-        stop.set()
-        killer.join()
     assert not Task.objects.running().exists()
     assert worker.process.poll() is None, worker.output  # still serving
     assert "database fault" in worker.output or "listen connection lost" in worker.output
