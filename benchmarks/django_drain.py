@@ -10,17 +10,13 @@ lines are written at ``--log-level``), as in a project. Also the CPU time the wo
 and children) used per task: steadier than the rate on a shared machine.
 """
 
-import argparse
-import os
-import resource
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.workers import Report, drain, setup_django, vendor  # noqa: E402 (the path)
+from benchmarks.comparison import compare  # noqa: E402 (the path)
 
 
 def enqueue_django(count: int):
@@ -32,50 +28,16 @@ def enqueue_django(count: int):
     tasks.django_noop.enqueue_many([(n,) for n in range(count)])
 
 
-def children_cpu_seconds() -> float:
-    """User and system CPU time of the ended processes this one started, and theirs (the
-    worker's children are waited for by it)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database", default=os.environ.get("DATABASE_URL", ""))
-    parser.add_argument("--runs", type=int, default=5, help="runs of each kind, interleaved")
-    parser.add_argument("--tasks", type=int, default=10_000, help="no-op tasks to drain")
-    parser.add_argument("--concurrency", type=int, default=4, help="children of the worker")
-    parser.add_argument("--log-level", default="INFO", help="JOBS_LOG_LEVEL of the worker")
-    args = parser.parse_args()
-    if not args.database:
-        sys.exit("Name a database: --database postgres://... or sqlite:///path")
-    setup_django(args.database)
-    print(f"{vendor()}, {os.cpu_count()} cpus, {args.runs} runs, log level {args.log_level}\n")
-    kinds = {"@jobs.task": "noop", "Django's @task": "django_noop"}
-    rates: dict[str, list[float]] = {kind: [] for kind in kinds}
-    cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
-    for _ in range(args.runs):
-        for kind, task in kinds.items():
-            before = children_cpu_seconds()
-            result = drain(
-                args.tasks, 1, args.concurrency, args.log_level, task=task,
-                enqueue=enqueue_django if task == "django_noop" else None,
-            )  # fmt: skip
-            rates[kind].append(result["rate"])
-            cpu[kind].append((children_cpu_seconds() - before) / args.tasks * 1e6)
-    report = Report()
-    for kind, values in rates.items():
-        report.add(
-            f"drain {args.tasks:,} no-op tasks, {kind}, 1 worker x {args.concurrency}",
-            values,
-            "tasks/s",
-        )
-    for kind, values in cpu.items():
-        report.add(f"worker CPU per task, {kind}", values, "µs")
-    ratios = [d / j for d, j in zip(rates["Django's @task"], rates["@jobs.task"], strict=True)]
-    report.add("Django's @task / @jobs.task, run by run", ratios, "", "≥ 0.90", "{:.2f}")
-    print(f"\nmedian ratio {statistics.median(ratios):.2f}")
-    print("\n" + report.markdown())
+    compare(
+        __doc__,
+        lambda args: {
+            "@jobs.task": {"task": "noop"},
+            "Django's @task": {"task": "django_noop", "enqueue": enqueue_django},
+        },
+        runs=5,
+        target="≥ 0.90",
+    )
 
 
 if __name__ == "__main__":

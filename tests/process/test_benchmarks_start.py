@@ -50,3 +50,17 @@ def test_django_drain_benchmark_runs_and_stores_rows_as_the_backend_does(tmp_pat
         rows = db.execute("SELECT name, run_after = created_at, status FROM jobs_task").fetchall()
     assert len(rows) == 30
     assert set(rows) == {("benchmarks.tasks.django_noop", 1, "succeeded")}
+
+
+def test_flow_control_benchmark_runs(tmp_path, worker_env):
+    env = {key: value for key, value in worker_env.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.pop("SECRET_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/flow_control.py", "--database",
+         f"sqlite:///{tmp_path / 'f.sqlite3'}", "--runs", "1", "--tasks", "30", "--keys", "3",
+         "--concurrency", "2"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for measurement in ("3 keys at limit 1, 1 worker x 2", "3 keys at limit 1 / no key"):
+        assert measurement in done.stdout, done.stdout
