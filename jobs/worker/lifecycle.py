@@ -170,11 +170,14 @@ class Worker:
                 if (
                     self.burst
                     and claimed == []
+                    and not self.claimer.may_find_more
                     and not pool.busy()
                     and not pool.waiting()
                     and not self.completer.task_ids()
                 ):
-                    # The last claim found nothing, nothing runs, and no success waits to be
+                    # The last claim found nothing, and nothing came in while it ran (a task
+                    # that ended meanwhile may have made another due: a snooze of 0 s, a retry,
+                    # a concurrency key's room), nothing runs, and no success waits to be
                     # written (one that does may free a concurrency key's room for the next).
                     return
                 self.leases.heartbeat()

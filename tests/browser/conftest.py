@@ -31,7 +31,11 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: while Playwright's sync API is open it keeps an asyncio loop
+# running in the main thread, and every later test that runs a loop of its own there
+# (asyncio.run, asgiref's async_to_sync: jobs' async tasks run alone) would fail. A module of
+# browser tests ends it; pytest-randomly keeps a module's tests together.
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
