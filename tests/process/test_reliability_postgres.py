@@ -55,8 +55,9 @@ def test_worker_survives_its_connections_being_terminated(start_worker):
 
 
 def test_four_workers_drain_2000_tasks_each_run_exactly_once(start_worker):
-    # The four are up and listening before the tasks arrive: a worker still starting on a busy
-    # machine would otherwise find the others done (burst workers raced to start).
+    # The four are up before the tasks arrive, and each task lasts 50 ms (a drain of 12 s at
+    # least): with no-op tasks three workers could empty the table between two polls of the
+    # fourth (bulk_create sends no NOTIFY), and "the work was shared" would be luck.
     workers = [start_worker("--concurrency", "2") for _ in range(4)]
     wait_for(
         lambda: Worker.objects.filter(stopped_at=None).count() == 4, timeout=60,
@@ -64,7 +65,9 @@ def test_four_workers_drain_2000_tasks_each_run_exactly_once(start_worker):
     )  # fmt: skip
     Task.objects.bulk_create(
         [
-            Task(name="tests.testapp.tasks.record_effect", payload={"args": [str(i)], "kwargs": {}})
+            Task(
+                name="tests.testapp.tasks.write_and_pause", payload={"args": [str(i)], "kwargs": {}}
+            )
             for i in range(2000)
         ]
     )
