@@ -42,6 +42,9 @@ class TaskFactory(factory.django.DjangoModelFactory):
             attempts=1,
             result=3,
             started_at=factory.LazyFunction(lambda: timezone.now() - timedelta(seconds=2)),
+            # Due when it started (not at the row's creation, after it): a run that began before
+            # it was due is no real run to the metrics (jobs.metrics.window.ran_in).
+            run_after=factory.LazyAttribute(lambda task: task.started_at),
             finished_at=factory.LazyFunction(timezone.now),
         )
         failed = factory.Trait(

@@ -11,8 +11,10 @@ Definitions (the README repeats them for operators):
   Windowed numbers read tasks that *finished* (succeeded, failed or cancelled) in the window,
   through the ``(status, finished_at)`` index, so they cost what the window's traffic costs, not
   what the table's size does.
-- *throughput*: tasks finished per minute, over the last ``minutes`` whole minutes.
-- *run time*: ``finished_at - started_at`` (the last attempt) of tasks finished in the window.
+- *throughput*: tasks finished per minute, over the last ``minutes`` minutes (the current one
+  included, as far as it has gone), and in the last 60 seconds.
+- *run time*: ``finished_at - started_at`` (the last attempt) of tasks that succeeded or failed
+  in the window: a cancelled task's times are no run (``jobs.metrics.window.ran_in``).
 - *wait time*: ``started_at - run_after`` of the same tasks: from the moment the task could run
   (its enqueue, or the end of its delay or backoff) to the start of its last attempt. A delay
   asked for at enqueue is not waiting, so it is left out.
@@ -113,15 +115,19 @@ def _distinct_values(column: str) -> list[str]:
 
 
 def throughput(*, now=None, minutes: int = 60) -> Throughput:
-    """Count tasks finished per queue in each of the last ``minutes`` whole minutes (UTC)."""
+    """Count tasks finished per queue in each of the last ``minutes`` minutes (UTC), the current
+    one included (its bar grows until the minute is over), and in the 60 seconds before ``now``.
+
+    The last 60 seconds are the rate shown as "finished in the last minute": an average over the
+    hour said 5.5 a minute while 3,500 a minute finished in a burst.
+    """
     now = _now(now).astimezone(UTC)
-    end = now.replace(second=0, microsecond=0)
-    start = end - timedelta(minutes=minutes)
+    current = now.replace(second=0, microsecond=0)
+    start = current - timedelta(minutes=minutes - 1)
     buckets = [start + timedelta(minutes=i) for i in range(minutes)]
+    finished = Task.objects.finished().filter(finished_at__lte=now).order_by()
     rows = (
-        Task.objects.finished()
-        .filter(finished_at__gte=start, finished_at__lt=end)
-        .order_by()
+        finished.filter(finished_at__gte=start)
         .annotate(minute=TruncMinute("finished_at", tzinfo=UTC))
         .values_list("queue", "minute")
         .annotate(n=Count("*"))
@@ -130,7 +136,17 @@ def throughput(*, now=None, minutes: int = 60) -> Throughput:
     for queue, minute, n in rows:
         index = int((minute - start).total_seconds() // 60)
         per_queue.setdefault(queue, [0] * minutes)[index] += n
-    return Throughput(minutes=buckets, per_queue=per_queue)
+    recent = (
+        finished.filter(finished_at__gt=now - timedelta(minutes=1))
+        .values_list("queue")
+        .annotate(n=Count("*"))
+    )
+    return Throughput(
+        minutes=buckets,
+        per_queue=per_queue,
+        last_minute=dict(recent),
+        seconds=(now - start).total_seconds(),
+    )
 
 
 def outcomes(*, now=None, window=None) -> dict[str, Outcomes]:
@@ -299,6 +315,7 @@ def snapshot(*, now=None, window=None, minutes: int = 60) -> Snapshot:
                 outcomes=ends.get(queue, Outcomes()),
                 retries=retried.get(queue, Retries()),
                 paused=queue in paused,
+                finished_last_minute=flow.in_last_minute(queue),
             )
         )
     return Snapshot(

@@ -9,23 +9,24 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from jobs import sql
 from jobs.metrics.results import Percentiles
 from jobs.metrics.window import as_window as _window
-from jobs.metrics.window import finished_in as _finished_in
 from jobs.metrics.window import now_or_current as _now
+from jobs.metrics.window import ran_in as _ran_in
 from jobs.models import Task
 
 
 def run_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
-    """Return, per queue, p50 and p95 of the run time of tasks finished in the window."""
+    """Return, per queue, p50 and p95 of the run time of tasks whose last attempt ran to its
+    end in the window (succeeded or failed; ``jobs.metrics.window.ran_in``)."""
     return _percentiles("started_at", "finished_at", _now(now), _window(window))
 
 
 def wait_time_percentiles(*, now=None, window=None) -> dict[str, Percentiles]:
-    """Return, per queue, p50 and p95 of the wait (due to start) of tasks finished in the window."""
+    """Return, per queue, p50 and p95 of the wait (due to start) of the same tasks."""
     return _percentiles("run_after", "started_at", _now(now), _window(window))
 
 
 def _percentiles(start: str, end: str, now, window) -> dict[str, Percentiles]:
-    rows = _finished_in(now, window).filter(started_at__isnull=False)
+    rows = _ran_in(now, window)
     connection = connections[router.db_for_read(Task)]
     inner_query = rows.order_by().values("queue", start, end).query
     inner, params = inner_query.get_compiler(connection=connection).as_sql()
@@ -71,10 +72,8 @@ def duration_histograms(start: str, end: str, bounds, *, now=None, window=None) 
     Return ``{queue: (cumulative counts at or under each bound, sum in seconds, count)}``.
     """
     now, window = _now(now), _window(window)
-    rows = (
-        _finished_in(now, window)
-        .filter(started_at__isnull=False)
-        .annotate(d=ExpressionWrapper(F(end) - F(start), output_field=DurationField()))
+    rows = _ran_in(now, window).annotate(
+        d=ExpressionWrapper(F(end) - F(start), output_field=DurationField())
     )
     counts = {
         f"le{i}": Count("pk", filter=Q(d__lte=timedelta(seconds=bound)))

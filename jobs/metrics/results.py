@@ -39,10 +39,14 @@ class Retries:
 
 @dataclass(frozen=True)
 class Throughput:
-    """Tasks finished per whole minute: ``per_queue[q][i]`` counts the minute ``minutes[i]``."""
+    """Tasks finished per minute: ``per_queue[q][i]`` counts the minute ``minutes[i]``, the last
+    of which is the current one, counted up to ``now``; ``last_minute[q]``, the 60 seconds
+    before ``now``; ``seconds``, the time the minutes cover (the last one partly)."""
 
     minutes: list[datetime]
     per_queue: dict[str, list[int]] = field(default_factory=dict)
+    last_minute: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
 
     def total(self) -> list[int]:
         """Return the per-minute counts summed over all queues."""
@@ -51,9 +55,13 @@ class Throughput:
         ]
 
     def per_minute(self, queue: str | None = None) -> float:
-        """Return the average per minute, for ``queue`` or for all queues."""
+        """Return the average per minute over the time covered, for ``queue`` or for all."""
         counts = self.per_queue.get(queue, []) if queue else self.total()
-        return sum(counts) / len(self.minutes) if self.minutes else 0.0
+        return sum(counts) * 60 / self.seconds if self.seconds else 0.0
+
+    def in_last_minute(self, queue: str | None = None) -> int:
+        """Return how many finished in the 60 seconds before ``now``, in ``queue`` or in all."""
+        return self.last_minute.get(queue, 0) if queue else sum(self.last_minute.values())
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,7 @@ class QueueOverview:
     outcomes: Outcomes
     retries: Retries
     paused: bool
+    finished_last_minute: int = 0  # in the 60 seconds before the snapshot
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,9 @@ def test_every_number_comes_from_metrics(viewer):
     """Feed the page a made-up snapshot: what it shows must be those numbers."""
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     minutes = [now - timedelta(minutes=60 - i) for i in range(60)]
-    flow = metrics.Throughput(minutes=minutes, per_queue={"q": [7] * 60})
+    flow = metrics.Throughput(
+        minutes=minutes, per_queue={"q": [7] * 60}, last_minute={"q": 13}, seconds=3600
+    )
     queue = metrics.QueueOverview(
         queue="q",
         counts=dict.fromkeys(metrics.STATUSES, 0) | {"pending": 4242, "failed": 77},
@@ -92,6 +94,7 @@ def test_every_number_comes_from_metrics(viewer):
         outcomes=Outcomes(succeeded=3, failed=1),
         retries=Retries(waiting=5, retried=6, extra_attempts=11),
         paused=True,
+        finished_last_minute=13,
     )
     snapshot = metrics.Snapshot(
         now=now,
@@ -110,7 +113,7 @@ def test_every_number_comes_from_metrics(viewer):
         ">4242<",
         ">77<",
         "2 min 5 s",
-        ">7.0<",
+        '"7.0 a minute on average over the hour">13<',
         "1.5 s / 42 s",
         "250 ms / 3.0 s",
         "25.0%",
@@ -119,7 +122,9 @@ def test_every_number_comes_from_metrics(viewer):
     ):
         assert text in row, text
     assert "No live worker" in page
-    assert "11:00 to 11:59 UTC, one bar a minute; the tallest is 7." in page
+    assert "11:00 to 11:59 UTC, one bar a minute, the last one the current minute" in page
+    assert "the tallest is 7." in page
+    assert "13 in the last minute, 7.0 a minute on average over the hour" in page
 
 
 def test_dashboard_needs_the_view_permission(client):

@@ -111,19 +111,36 @@ def test_waiting_level_follows_settings(settings):
     assert metrics.waiting_level(12) == "critical"
 
 
-def test_throughput_counts_whole_minutes_of_the_last_hour(data):
+def test_throughput_counts_the_last_hour_up_to_now(data):
     flow = metrics.throughput(now=NOW)
     assert len(flow.minutes) == 60
-    assert flow.minutes[0] == datetime(2026, 1, 1, 11, 0, tzinfo=UTC)
-    assert flow.minutes[-1] == datetime(2026, 1, 1, 11, 59, tzinfo=UTC)
+    # 59 whole minutes and the current one (12:00), counted up to NOW (12:00:30).
+    assert flow.minutes[0] == datetime(2026, 1, 1, 11, 1, tzinfo=UTC)
+    assert flow.minutes[-1] == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     default = flow.per_queue["default"]
-    # The cancelled task finished in the current, unfinished minute: not counted yet.
-    assert {i: n for i, n in enumerate(default) if n} == {0: 1, 30: 1, 55: 2, 59: 1}
+    # The cancelled task finished in the current minute (12:00:10): counted; the 11:00:00 one
+    # is before the first minute.
+    assert {i: n for i, n in enumerate(default) if n} == {29: 1, 54: 2, 58: 1, 59: 1}
     emails = flow.per_queue["emails"]
-    assert {i: n for i, n in enumerate(emails) if n} == {58: 1, 59: 2}
-    assert flow.total()[59] == 3
-    assert flow.per_minute("default") == pytest.approx(5 / 60)
-    assert flow.per_minute() == pytest.approx(8 / 60)
+    assert {i: n for i, n in enumerate(emails) if n} == {57: 1, 58: 2}
+    assert flow.total()[58] == 3
+    assert flow.seconds == 59.5 * 60
+    assert flow.per_minute("default") == pytest.approx(5 / 59.5)
+    assert flow.per_minute() == pytest.approx(8 / 59.5)
+    # The 60 seconds before NOW: 35 and 20 s ago in default, 50 s ago in emails (60 s is out).
+    assert flow.last_minute == {"default": 2, "emails": 1}
+    assert (flow.in_last_minute("default"), flow.in_last_minute()) == (2, 3)
+
+
+def test_throughput_of_a_burst_in_the_current_minute_is_its_own_rate():
+    # 3,500 finished in the last 40 s: the dashboard said "5.5 a minute" when it averaged whole
+    # minutes over the hour and left the current one out.
+    for seconds in range(35):
+        done(Status.SUCCEEDED, finished=seconds, run_time=0.1, wait=0)
+    flow = metrics.throughput(now=NOW)
+    assert flow.in_last_minute() == 35
+    assert flow.total()[-1] == 31  # 12:00:00 to 12:00:30; the other 4 in 11:59
+    assert metrics.snapshot(now=NOW).queues[0].finished_last_minute == 35
 
 
 def test_outcomes_and_failure_rate_over_the_window(data):
@@ -152,6 +169,28 @@ def test_run_and_wait_time_percentiles(data):
     wait = metrics.wait_time_percentiles(now=NOW, window=window)
     # Waits 0, 1, 2, 5, 10.
     assert wait["default"] == Percentiles(p50=pytest.approx(2), p95=pytest.approx(9), count=5)
+
+
+def test_percentiles_count_only_attempts_that_ran_to_their_end():
+    # Requeued after it failed (keeping its earlier start), then cancelled while it waited: not
+    # a 104 s run with a -92 s wait, which is what its times would say.
+    started = ago(110)
+    TaskFactory(
+        status=Status.CANCELLED,
+        run_after=ago(18),
+        started_at=started,
+        finished_at=ago(6),
+        created_at=ago(120),
+    )
+    done(Status.SUCCEEDED, finished=10, run_time=2, wait=1)
+    done(Status.FAILED, finished=10, run_time=4, wait=3)
+    done(Status.CANCELLED, finished=10, run_time=50, wait=0)  # cancelled while it ran
+    run = metrics.run_time_percentiles(now=NOW)["default"]
+    wait = metrics.wait_time_percentiles(now=NOW)["default"]
+    assert (run.count, run.p50) == (2, pytest.approx(3))
+    assert (wait.count, wait.p50) == (2, pytest.approx(2))
+    histograms = metrics.duration_histograms("run_after", "started_at", [0, 10], now=NOW)
+    assert histograms["default"] == ([0, 2], pytest.approx(4), 2)
 
 
 def test_percentiles_of_an_even_count_interpolate():
@@ -217,7 +256,8 @@ def test_snapshot_puts_it_together_per_queue(data):
     assert default.outcomes.failure_rate == pytest.approx(0.25)
     assert default.run_time.p50 == pytest.approx(2.5)  # 1, 2, 3 and 10 in the one-hour window
     assert default.retries.extra_attempts == 2
-    assert default.throughput_per_minute == pytest.approx(5 / 60)
+    assert default.throughput_per_minute == pytest.approx(5 / 59.5)
+    assert (default.finished_last_minute, emails.finished_last_minute) == (2, 1)
     assert reports.paused
     assert not default.paused
     assert reports.counts == dict.fromkeys(metrics.STATUSES, 0)

@@ -13,6 +13,7 @@ from jobs.states import Status
 COLUMNS = [
     *STATUSES,
     "oldest_wait",
+    "last_min",
     "per_min",
     "failure_rate",
     "workers",
@@ -40,6 +41,7 @@ def rows(snapshot) -> list[dict]:
                 "counts": queue.counts,
                 "oldest_waiting_seconds": queue.oldest_waiting,
                 "throughput_per_minute": round(queue.throughput_per_minute, 3),
+                "finished_last_minute": queue.finished_last_minute,
                 "failure_rate": queue.outcomes.failure_rate,
                 "finished": {
                     Status.SUCCEEDED.value: queue.outcomes.succeeded,
@@ -100,6 +102,7 @@ class Command(BaseCommand):
                     name,
                     *(str(row["counts"][status]) for status in STATUSES),
                     age(row["oldest_waiting_seconds"]),
+                    str(row["finished_last_minute"]),
                     f"{row['throughput_per_minute']:.1f}",
                     "-" if rate is None else f"{rate:.1%}",
                     str(row["live_workers"]),
@@ -116,7 +119,8 @@ class Command(BaseCommand):
         minutes = snapshot.window.total_seconds() / 60
         text.append(
             f"{len(snapshot.workers)} live workers; failure rate over the last {minutes:.0f} min, "
-            "throughput over the last 60 min"
+            "finished in the last minute (last_min) and a minute on average over the last 60 "
+            "(per_min, the current minute included)"
         )
         if not table:
             text.insert(1, "(no tasks)")
