@@ -73,6 +73,8 @@ def import_contacts(context, upload_id: int):
 
     error_count = checked["error_count"] + duplicate_count
     message = f"Imported {imported:,} of {total:,} rows"
+    if imported > created:  # a re-import: say what it added, not only what it read
+        message += f": {created:,} new, {imported - created:,} already present"
     if error_count:
         message += f"; {error_count:,} broken {'row' if error_count == 1 else 'rows'} skipped"
     context.progress(total, total, message, force=True)
@@ -172,7 +174,10 @@ def send_invites(context, organisation_id: int, emails: list, invited_by_id: int
             invited_by_id,
         )
         sent += outcome.ran
-        context.progress(done, len(emails), f"Sent {sent:,} of {len(emails):,} invitations")
+        message = f"Sent {sent:,} of {len(emails):,} invitations"
+        if done > sent:  # "Sent 0 of 2" alone reads like a failure; they were sent before
+            message += f": {done - sent:,} already invited"
+        context.progress(done, len(emails), message)
     context.mark_result_public()
     return {"sent": sent, "already_invited": len(emails) - sent}
 

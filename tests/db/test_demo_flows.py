@@ -50,6 +50,12 @@ def test_invitations_are_sent_once_per_organisation_and_address(client, member):
 
     assert first.result == {"sent": 2, "already_invited": 0}
     assert second.result == {"sent": 1, "already_invited": 1}
+    assert first.progress_message == "Sent 2 of 2 invitations"
+    assert second.progress_message == "Sent 1 of 2 invitations: 1 already invited"
+    client.post(reverse("start-invites"), {"emails": "ann@example.com\ncid@example.com"})
+    (third,) = drain().tasks
+    # Not "Sent 0 of 2 invitations", which reads like a failure.
+    assert third.progress_message == "Sent 0 of 2 invitations: 2 already invited"
     assert sorted(m.to[0] for m in mail.outbox) == [
         "ann@example.com",
         "ben@example.com",

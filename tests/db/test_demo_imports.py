@@ -103,6 +103,21 @@ def test_importing_the_same_file_again_duplicates_nobody():
 
     assert Contact.objects.count() == 300
     assert (task.result["created"], task.result["already_present"]) == (50, 250)
+    # The person waiting reads what the re-import added, not only how many rows it read.
+    assert task.progress_message == "Imported 300 of 300 rows: 50 new, 250 already present"
+
+
+@pytest.mark.django_db
+def test_a_reimport_that_adds_nobody_says_so():
+    upload = UploadFactory(file__data=contacts_csv(40))
+    demo_tasks.import_contacts.enqueue(upload.pk)
+    (first,) = drain().tasks
+    demo_tasks.import_contacts.enqueue(
+        UploadFactory(owner=upload.owner, file__data=contacts_csv(40)).pk
+    )
+    (second,) = drain().tasks
+    assert first.progress_message == "Imported 40 of 40 rows"
+    assert second.progress_message == "Imported 40 of 40 rows: 0 new, 40 already present"
 
 
 @pytest.mark.django_db
