@@ -33,6 +33,13 @@ CANCEL_REASONS: dict[str, str] = {
     Status.FAILED: "already failed",
     Status.CANCELLED: "already cancelled",
 }
+RUN_NOW_REASONS: dict[str, str] = {
+    Status.RUNNING: "already running",
+    Status.SUCCEEDED: "already succeeded",
+    Status.FAILED: "already failed",
+    Status.CANCELLED: "already cancelled",
+}
+RUN_NOW = "set to run now"  # the verb of its report
 # A row in a source status that the update did not move was changed by a worker in between.
 RACED = "changed by a worker meanwhile"
 
@@ -91,6 +98,18 @@ def cancel(queryset, *, now=None) -> ActionReport:
     return ActionReport(done=cancelled, verb=verb, requested=requested, skipped=skipped)
 
 
+def run_now(queryset, *, now=None) -> ActionReport:
+    """Make the waiting tasks due later due now; report the others (already due, running,
+    finished) with reasons."""
+    now = now or timezone.now()
+    done = sum(transitions.run_now_many(chunk, now=now) for chunk in chunks(queryset))
+    skipped: dict[str, int] = {}
+    for status, n, _ in _by_status(queryset.exclude(updated_at=now)):
+        # A waiting task not moved was due already (or claimed and released meanwhile).
+        _add(skipped, RUN_NOW_REASONS.get(status, "already due"), n)
+    return ActionReport(done=done, verb=RUN_NOW, skipped=skipped)
+
+
 def chunks(queryset, size: int = CHUNK_SIZE):
     """Yield the rows of ``queryset`` as querysets of at most ``size`` ids, in key order."""
     ids = queryset.order_by("pk").values_list("pk", flat=True)
@@ -104,11 +123,14 @@ def chunks(queryset, size: int = CHUNK_SIZE):
 
 
 def plan(verb: str, queryset) -> ActionReport:
-    """Say what ``retry`` ("requeued") or ``cancel`` ("cancelled") would do, in one grouped count.
+    """Say what ``retry`` ("requeued"), ``cancel`` ("cancelled") or ``run_now`` would do, in one
+    grouped count (two for run now: the tasks due later, then the others).
 
     The report of an action not yet run: ``done`` and ``requested`` are the tasks it would move
     and ask to stop, ``skipped`` the others, with the reasons the action would give.
     """
+    if verb == RUN_NOW:
+        return _plan_run_now(queryset)
     moves = (states.REQUEUE if verb == "requeued" else states.CANCEL).sources
     done = requested = 0
     skipped: dict[str, int] = {}
@@ -122,6 +144,14 @@ def plan(verb: str, queryset) -> ActionReport:
             reasons = RETRY_REASONS if verb == "requeued" else CANCEL_REASONS
             _add(skipped, reasons.get(status, f"already {status}"), n)
     return ActionReport(done=done, verb=verb, requested=requested, skipped=skipped)
+
+
+def _plan_run_now(queryset) -> ActionReport:
+    later = Q(status__in=sorted(states.CLAIM.sources), run_after__gt=timezone.now())
+    skipped: dict[str, int] = {}
+    for status, n, _ in _by_status(queryset.exclude(later)):
+        _add(skipped, RUN_NOW_REASONS.get(status, "already due"), n)
+    return ActionReport(done=queryset.filter(later).count(), verb=RUN_NOW, skipped=skipped)
 
 
 def _by_status(queryset):

@@ -6,13 +6,14 @@ import uuid
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 
 from jobs import states
@@ -27,6 +28,7 @@ from jobs.transitions import is_expired
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
 HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
+SUMMARY_SHOWN = 60  # characters of a summary in the task list
 
 
 class TaskChangeList(ChangeList):
@@ -44,6 +46,7 @@ class TaskChangeList(ChangeList):
 class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     list_display = [
         "name",
+        "summary_display",
         "status_badge",
         "queue",
         "attempts_display",
@@ -54,14 +57,17 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     ]
     list_filter = ["status", NameFilter, QueueFilter, "created_at"]
     search_fields = ["name"]  # shows the search box; get_search_results does the searching
-    search_help_text = "A task id, a task name (start of), an idempotency key, or summary words."
+    search_help_text = (
+        "A task id, a task name (its start, or its short name: import_contacts), an idempotency "
+        "key, summary words, or an owner's username."
+    )
     list_select_related = ["owner"]
     list_per_page = 100
     # No COUNT(*) of the whole table, no facet counts: both read every row.
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
-    actions = ["retry_tasks", "cancel_tasks"]
+    actions = ["retry_tasks", "cancel_tasks", "run_now_tasks"]
     fieldsets = [
         (
             None,
@@ -150,8 +156,25 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
             return queryset.filter(pk=uuid.UUID(term)), False
         except ValueError:
             pass
-        found = Q(name__startswith=term) | Q(idempotency_key=term) | Q(summary__icontains=term)
+        users = get_user_model()
+        owners = users._default_manager.filter(**{users.USERNAME_FIELD: term}).values("pk")
+        found = (
+            Q(name__startswith=term)
+            | Q(name__endswith=f".{term}")  # the function's name: what a person remembers
+            | Q(idempotency_key=term)
+            | Q(summary__icontains=term)
+            | Q(owner__in=owners)
+        )
         return queryset.filter(found), False
+
+    @admin.display(description="summary")
+    def summary_display(self, task):
+        # Cut, with the whole of it on hover: a long summary must not widen the list.
+        if len(task.summary) <= SUMMARY_SHOWN:
+            return task.summary
+        return format_html(
+            '<span title="{}">{}…</span>', task.summary, task.summary[:SUMMARY_SHOWN]
+        )
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):
@@ -235,6 +258,11 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
     def cancel_tasks(self, request, queryset):
         return self._run(request, queryset, "cancel_tasks", actions.cancel, "Cancel tasks")
 
+    # Making a waiting task due now is the retry permission's: both make a task run sooner.
+    @admin.action(permissions=["retry"], description="Run selected waiting tasks now")
+    def run_now_tasks(self, request, queryset):
+        return self._run(request, queryset, "run_now_tasks", actions.run_now, "Run tasks now")
+
     def _run(self, request, queryset, name, act, label):
         """Act on the ticked rows, or on "select all"; past the exact count, confirm first.
 
@@ -245,7 +273,8 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
         if counted is not None and request.POST.get("select_across") == "1":
             self._report(request, select_all.act_on_counted(act, queryset, *counted))
         elif select_all.beyond_the_count(request, queryset):
-            verb = "requeued" if act is actions.retry else "cancelled"  # not a status: a verb
+            verbs = {actions.retry: "requeued", actions.run_now: actions.RUN_NOW}
+            verb = verbs.get(act, "cancelled")  # not a status: a verb
             return select_all.confirmation_page(self, request, queryset, name, verb, label)
         else:
             self._report(request, act(queryset))
@@ -264,6 +293,7 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
             path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
             path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
             path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
+            path("<path:object_id>/run-now/", view(self.run_now_view), name="jobs_task_run_now"),
             *super().get_urls(),
         ]
 
@@ -279,6 +309,11 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
                 task.status in states.CANCEL.sources
                 or (task.status in states.CANCEL_RUNNING.sources and not task.cancel_requested_at)
             )
+            extra_context["can_run_now"] = (
+                task.status in states.CLAIM.sources
+                and task.run_after > timezone.now()
+                and self.has_retry_permission(request)
+            )
         return super().change_view(request, object_id, form_url, extra_context)
 
     def retry_view(self, request, object_id):
@@ -286,6 +321,9 @@ class TaskAdmin(HostileInputAdmin, admin.ModelAdmin):
 
     def cancel_view(self, request, object_id):
         return self._act_on_one(request, object_id, self.has_cancel_permission, actions.cancel)
+
+    def run_now_view(self, request, object_id):
+        return self._act_on_one(request, object_id, self.has_retry_permission, actions.run_now)
 
     def _act_on_one(self, request, object_id, allowed, action):
         if request.method != "POST":

@@ -180,3 +180,8 @@ def planner_rows(cursor, sql: str, params) -> int | None:
 def listen_sql(channel: str) -> str:
     """Subscribe this session to ``channel`` (an identifier, never user input)."""
     return f"LISTEN {channel}"
+
+
+# A NOTIFY sent by the application (a waiting task made due now), as the trigger sends it on an
+# insert or a requeue: delivered when the transaction commits. Parameters: channel, queue.
+NOTIFY_SQL = "SELECT pg_notify(%s, %s)"

@@ -21,6 +21,19 @@ logger = logging.getLogger(__name__)
 CHANNEL = "jobs_task_ready"
 
 
+def wake(queues, *, using: str):
+    """NOTIFY idle workers that tasks of ``queues`` are due now, delivered when the caller's
+    transaction commits; for changes the trigger does not see (it fires on a status change, not
+    on a waiting task's ``run_after`` moved to now). Nothing where the database cannot listen."""
+    connection = connections[using]
+    dialect = sql.dialect(connection)
+    if not dialect.LISTENS:
+        return
+    with connection.cursor() as cursor:
+        for queue in sorted(queues):
+            cursor.execute(dialect.NOTIFY_SQL, [CHANNEL, queue])
+
+
 class Listener:
     """A LISTEN connection whose socket the worker's wait can watch; None where unsupported."""
 
