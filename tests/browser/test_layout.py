@@ -1,0 +1,96 @@
+"""The operator's and the user's pages fit the screen: no horizontal overflow of the page at a
+laptop's 1,280 px, and at a phone's 390 px the page itself does not scroll sideways (a wide table
+scrolls inside its own box, as Django's admin does).
+
+Measured in Chromium: the document's scroll width against the viewport's width, with data made
+to be wide (long names, summaries, queue names, errors, payloads).
+"""
+
+import pytest
+
+from jobs.states import Status
+from tests.factories import MemberFactory, ScheduleFactory, TaskFactory, UserFactory, WorkerFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
+
+LAPTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+LONG = "x" * 120  # a word with no place to break
+
+
+def overflow(page) -> int:
+    """How many pixels the page scrolls sideways (0: it fits)."""
+    return page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+
+
+@pytest.fixture
+def wide_data():
+    owner = MemberFactory(username="alice", password="alice-pass")
+    error = [
+        {
+            "attempt": 1,
+            "exception": "builtins.ValueError",
+            "message": "bad value " + LONG,
+            "traceback": "Traceback (most recent call last):\n  File " + LONG + "\n",
+        }
+    ]
+    task = TaskFactory(
+        name="demo_project.demo.tasks.import_contacts_with_a_rather_long_function_name",
+        summary="Import of " + "a-very-long-file-name-" * 8 + ".csv",
+        queue="imports-from-the-partner-portal",
+        owner=owner,
+        status=Status.FAILED,
+        attempts=3,
+        last_error="It failed: " + LONG,
+        error_details=error,
+        payload={"args": [LONG, list(range(40))], "kwargs": {"note": LONG}},
+        progress_current=5,
+        progress_total=10,
+        progress_message="Imported 5 of 10 rows: " + LONG,
+    )
+    TaskFactory.create_batch(5, queue="emails", summary="Invitation to " + LONG)
+    TaskFactory(running=True, queue="reports", worker_id="host-with-a-long-name:12345:abcdef")
+    WorkerFactory(
+        id="worker-on-a-host-with-a-long-name.example.internal:424242:abcdef",
+        queues=["imports-from-the-partner-portal", "emails", "reports", "default"],
+    )
+    ScheduleFactory()
+    UserFactory(username="ops", password="ops-pass", is_staff=True, is_superuser=True)
+    return task
+
+
+def admin_pages(task):
+    return {
+        "task list": "/admin/jobs/task/",
+        "task page": f"/admin/jobs/task/{task.pk}/change/",
+        "dashboard": "/admin/jobs/task/dashboard/",
+        "schedules": "/admin/jobs/schedule/",
+    }
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1280px", "390px"])
+def test_the_admin_pages_do_not_scroll_sideways(page, login, live_server, wide_data, viewport):
+    page.set_viewport_size(viewport)
+    login(page, "ops", "ops-pass", next_url="/admin/")
+    found = {}
+    for name, url in admin_pages(wide_data).items():
+        page.goto(live_server.url + url)
+        found[name] = overflow(page)
+    assert found == dict.fromkeys(found, 0)
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1280px", "390px"])
+def test_the_users_pages_do_not_scroll_sideways(page, login, live_server, wide_data, viewport):
+    page.set_viewport_size(viewport)
+    login(page, "alice", "alice-pass")
+    found = {}
+    for name, url in {
+        "my tasks": "/tasks/",
+        "task": f"/tasks/{wide_data.pk}/",
+        "home": "/",
+    }.items():
+        page.goto(live_server.url + url)
+        found[name] = overflow(page)
+    assert found == dict.fromkeys(found, 0)
