@@ -315,7 +315,18 @@ class Worker(models.Model):
     pid = models.PositiveIntegerField()
     queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
     concurrency = models.PositiveIntegerField()
+    # As reported at its last heartbeat. in_flight counts every task it holds: running in a
+    # child, claimed ahead for a child about to be free, or finished with its success not yet
+    # written; so it may exceed concurrency. busy_processes never does.
     in_flight = models.PositiveIntegerField(default=0)
+    busy_processes = models.PositiveIntegerField(
+        default=0, help_text="Child processes running a task at the last heartbeat."
+    )
+    running_tasks = models.PositiveIntegerField(
+        default=0,
+        help_text="Tasks running in its children at the last heartbeat (async tasks run "
+        "several to a child).",
+    )
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat_at = models.DateTimeField(default=timezone.now)
     stopped_at = models.DateTimeField(null=True, blank=True)

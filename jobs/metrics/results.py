@@ -73,7 +73,12 @@ class WorkerStatus:
     pid: int
     queues: list[str]  # empty: all queues
     concurrency: int
-    in_flight: int  # as reported at its last heartbeat
+    # As reported at its last heartbeat: every task it holds (in a child, claimed ahead, or
+    # its success not yet written), children running a task (at most ``concurrency``), and
+    # tasks running in them (async tasks run several to a child).
+    in_flight: int
+    busy_processes: int
+    running_tasks: int
     running: int  # tasks in ``running`` claimed by it, read now
     started_at: datetime
     last_heartbeat_at: datetime

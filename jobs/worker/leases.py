@@ -51,6 +51,7 @@ class LeaseKeeper:
         holding,
         completing,
         running,
+        busy,
         claim_busy,
         stop,
         cancel=None,
@@ -61,7 +62,8 @@ class LeaseKeeper:
         ``retry(operation, what, **options)`` runs a write, retried on database faults.
         ``holding()`` lists the claimed tasks not reported on (``jobs.worker.wire.Claimed``),
         ``completing()`` the ids of tasks whose success is not written yet, ``running()`` the
-        claimed tasks running in a child now; ``claim_busy()`` says whether a claim is under
+        claimed tasks running in a child now, ``busy()`` how many children run a task now (never
+        more than ``concurrency``); ``claim_busy()`` says whether a claim is under
         way; ``stop(reason, task_ids)`` stops the tasks ``task_ids`` (None: every task held);
         ``cancel(task_ids)`` cancels those of them that can be cancelled at once (async tasks,
         whose coroutines are cancelled on their loop), as soon as a heartbeat sees the request.
@@ -70,6 +72,7 @@ class LeaseKeeper:
         self.concurrency, self.lease_seconds = concurrency, lease_seconds
         self._retry, self._clock = retry, clock
         self._holding, self._completing, self._running = holding, completing, running
+        self._busy = busy
         self._claim_busy, self._stop, self._cancel = claim_busy, stop, cancel
         self._next_heartbeat = 0.0  # ``clock`` time of the next heartbeat
         self._last_renewal = 0.0  # ``clock`` time the last heartbeat that renewed leases began
@@ -100,7 +103,11 @@ class LeaseKeeper:
         def mark_stopped():
             now = timezone.now()
             WorkerRecord.objects.filter(pk=self.worker_id).update(
-                stopped_at=now, in_flight=0, last_heartbeat_at=now
+                stopped_at=now,
+                in_flight=0,
+                busy_processes=0,
+                running_tasks=0,
+                last_heartbeat_at=now,
             )
 
         self._retry(mark_stopped, "unregister_worker", deadline_seconds=deadline_seconds)
@@ -144,7 +151,10 @@ class LeaseKeeper:
                     if transitions.release(lost):
                         logger.warning("lost claim handed back task_id=%s", lost.pk)
             WorkerRecord.objects.filter(pk=self.worker_id).update(
-                last_heartbeat_at=now, in_flight=len(running)
+                last_heartbeat_at=now,
+                in_flight=len(running),
+                busy_processes=self._busy(),
+                running_tasks=len(self._running()),
             )
             overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
             requested = mine.filter(pk__in=running, cancel_requested_at__isnull=False)

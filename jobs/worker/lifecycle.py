@@ -106,6 +106,7 @@ class Worker:
             holding=self.pool.in_hand,
             completing=self.completer.task_ids,
             running=self.pool.running,
+            busy=self.pool.busy,
             claim_busy=lambda: self.claimer.busy,
             stop=self.pool.stop_tasks,
             cancel=self.pool.cancel_async,

@@ -183,3 +183,18 @@ def test_an_empty_dashboard(viewer):
     assert "No tasks yet." in page
     assert "No failures." in page
     assert Status.PENDING.label in page
+
+
+def test_a_workers_busy_processes_never_exceed_its_concurrency(viewer):
+    """A worker claims ahead for the child about to be free: five tasks "running" in the table
+    for a worker of concurrency 2 are two in children and three claimed ahead, shown as such."""
+    worker = WorkerFactory(
+        id="web-1:42:abcdef", concurrency=2, in_flight=5, busy_processes=2, running_tasks=2
+    )
+    TaskFactory.create_batch(5, running=True, worker_id=worker.pk)
+    page = viewer.get(DASHBOARD).content.decode()
+    row = re.search(
+        r'<table class="jobs-table" id="jobs-workers">.*?<tbody>(.*?)</tbody>', page, re.S
+    )
+    cells = re.findall(r'<td class="jobs-num">(.*?)</td>', row.group(1))
+    assert cells == ["2 of 2", "2", "5"]

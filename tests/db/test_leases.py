@@ -36,7 +36,8 @@ class Holder:
         return LeaseKeeper(
             WORKER_ID, ["a"], concurrency=2, lease_seconds=lease_seconds, retry=retry,
             holding=lambda: self.holding, completing=lambda: self.completing,
-            running=lambda: self.running, claim_busy=lambda: self.claim_busy,
+            running=lambda: self.running, busy=lambda: len(self.running),
+            claim_busy=lambda: self.claim_busy,
             stop=lambda reason, ids: self.stopped.append((reason, ids)), clock=clock,
         )  # fmt: skip
 
@@ -62,7 +63,7 @@ def test_register_and_unregister_write_the_workers_row(keeper):
     keeper.unregister()
     record.refresh_from_db()
     assert record.stopped_at is not None
-    assert record.in_flight == 0
+    assert (record.in_flight, record.busy_processes, record.running_tasks) == (0, 0, 0)
 
 
 def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(keeper, holder):
@@ -70,6 +71,7 @@ def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(keeper, holder):
     running, waiting, reported, lost = helpers.claim(WORKER_ID, 4, lease_seconds=1)
     holder.holding = [claimed_from_task(running), claimed_from_task(waiting)]
     holder.completing = [reported.pk]  # its success not written yet
+    holder.running = [holder.holding[0]]  # in a child; the other is claimed ahead
 
     keeper.heartbeat()
 
@@ -82,7 +84,8 @@ def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(keeper, holder):
     assert lost.status == Status.PENDING
     assert lost.attempts == 0
     record = WorkerRecord.objects.get(pk=WORKER_ID)
-    assert record.in_flight == 3
+    # Held: 3 (one running, one claimed ahead, one finishing); running in a child: 1.
+    assert (record.in_flight, record.busy_processes, record.running_tasks) == (3, 1, 1)
     assert record.last_heartbeat_at > timezone.now() - timedelta(seconds=5)
 
 

@@ -209,6 +209,7 @@ def test_live_workers_with_tasks_in_flight(data):
     assert worker.id == "w1"
     assert worker.running == 1
     assert worker.in_flight == 1
+    assert (worker.busy_processes, worker.running_tasks) == (0, 0)
     assert worker.queues == ["default"]
     assert worker.heartbeat_age == 5.0
 

@@ -47,6 +47,7 @@ class Worker:
         return LeaseKeeper(
             "host:1:abc", [], concurrency=1, lease_seconds=LEASE, retry=database,
             holding=lambda: self.holding, completing=lambda: [], running=lambda: self.running,
+            busy=lambda: len(self.running),
             claim_busy=lambda: False, stop=lambda reason, ids: self.stopped.append((reason, ids)),
             clock=clock,
         )  # fmt: skip
