@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
+from jobs.admin.display import FullWidthChangeList
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.exceptions import UnknownTaskError
 from jobs.maintenance import schedulable
@@ -17,7 +18,7 @@ from jobs.models import Schedule
 from jobs.tasks.definition import JOBS_API
 
 
-class ScheduleAdmin(HostileInputAdmin, admin.ModelAdmin):
+class ScheduleAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
     list_display = [
         "name",
         "task",
