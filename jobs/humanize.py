@@ -42,7 +42,8 @@ def waiting_text(at) -> str:
 
 
 def remaining_text(seconds: float | None) -> str:
-    """Say roughly how long is left: "about 40 s left", "about 2 min left" ("" if unknown).
+    """Say roughly how long is left: "About 40 s left.", "About 2 min left." ("" if unknown):
+    a sentence of its own, never run into the progress message.
 
     Rounded to whole seconds below a minute (at least 1) and to whole minutes above: an estimate
     is no more precise than that, and the line should not flicker at every poll.
@@ -50,4 +51,4 @@ def remaining_text(seconds: float | None) -> str:
     if seconds is None:
         return ""
     rough = max(1, round(seconds)) if seconds < 60 else round(seconds / 60) * 60
-    return f"about {seconds_text(rough)} left"
+    return f"About {seconds_text(rough)} left."

@@ -112,6 +112,17 @@ class Task(models.Model):
     worker_id = models.CharField(max_length=100, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Who cancelled it, or asked it to stop, so the owner's page can say so when it was someone
+    # else. None: not cancelled, ended by the system (expired), or by a user since deleted. No
+    # index: only read with the task.
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
 
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)

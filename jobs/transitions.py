@@ -298,22 +298,24 @@ class CancelCounts:
     requested: int
 
 
-def cancel_many(queryset, *, now=None) -> CancelCounts:
-    """Cancel waiting tasks at once; ask running ones to stop at their next checkpoint."""
+def cancel_many(queryset, *, now=None, by=None) -> CancelCounts:
+    """Cancel waiting tasks at once; ask running ones to stop at their next checkpoint.
+
+    ``by``: the user who asked (recorded as ``cancelled_by``; None for the system)."""
     now = now or timezone.now()
     # A retrying task's last_error says "we will try again": no longer true once cancelled.
     # Its error_details keep the history of the failed attempts.
-    values = {"finished_at": now, "last_error": CANCELLED_MESSAGE}
+    values = {"finished_at": now, "last_error": CANCELLED_MESSAGE, "cancelled_by": by}
     cancelled = _apply_many(states.CANCEL, queryset, values, now)
     # Not a status change: the running task (or its worker) turns the request into one.
     requested = queryset.filter(status=Status.RUNNING, cancel_requested_at__isnull=True).update(
-        cancel_requested_at=now, updated_at=now
+        cancel_requested_at=now, cancelled_by=by, updated_at=now
     )
     return CancelCounts(cancelled=cancelled, requested=requested)
 
 
-def cancel(task: Task, *, now=None) -> CancelOutcome:
-    counts = cancel_many(Task.objects.filter(pk=task.pk), now=now)
+def cancel(task: Task, *, now=None, by=None) -> CancelOutcome:
+    counts = cancel_many(Task.objects.filter(pk=task.pk), now=now, by=by)
     task.refresh_from_db()
     if counts.cancelled:
         return CancelOutcome.CANCELLED
@@ -335,6 +337,7 @@ def requeue_many(queryset, *, now=None) -> int:
         "run_after": now,
         "finished_at": None,
         "cancel_requested_at": None,
+        "cancelled_by": None,
         # A fresh start: no deadline (it may have expired) and no snoozes counted.
         "expires_at": None,
         "snoozes": 0,

@@ -1,6 +1,8 @@
 from django import forms
 from django.core.validators import validate_email
 
+from demo_project.demo import imports
+
 # The import streams the file, so size costs time, not memory; the cap keeps the demo's disk sane.
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
@@ -10,13 +12,21 @@ class PrimeForm(forms.Form):
 
 
 class UploadForm(forms.Form):
-    # Any file is accepted here: the import task itself tells a CSV from anything else.
-    file = forms.FileField(label="Contacts file (CSV with email and name columns)")
+    # What can be told at once (size, name, first bytes) is refused here, before a task is
+    # made; the import task tells the rest (encoding, header, each row).
+    file = forms.FileField(
+        label="Contacts file (CSV with email and name columns)",
+        widget=forms.ClearableFileInput(attrs={"accept": ".csv,text/csv"}),
+    )
 
     def clean_file(self):
         upload = self.cleaned_data["file"]
         if upload.size > MAX_UPLOAD_BYTES:
             raise forms.ValidationError("Files up to 50 MB, please.")
+        head = upload.read(8)
+        upload.seek(0)
+        if not imports.looks_like_csv(upload.name, head):
+            raise forms.ValidationError(f"{imports.UNSUPPORTED}.")
         return upload
 
 

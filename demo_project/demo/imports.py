@@ -32,11 +32,18 @@ class Row:
     error: str = ""
 
 
+def looks_like_csv(filename: str, head: bytes) -> bool:
+    """Whether a file named ``filename`` whose first bytes are ``head`` may be a CSV: the upload
+    form refuses the others before a task is made, and the task checks again (a file may have
+    been stored by other means)."""
+    return filename.lower().endswith(".csv") and not bytes(head[:4]).startswith(BINARY_SIGNATURES)
+
+
 def open_csv(filename: str, binary) -> io.TextIOBase:
     """Return the text of an uploaded CSV as a stream; raise PermanentError for anything else."""
     head = binary.read(8)
-    detail = f"filename={filename!r} first_bytes={bytes(head)!r}"
-    if not filename.lower().endswith(".csv") or bytes(head[:4]).startswith(BINARY_SIGNATURES):
+    if not looks_like_csv(filename, head):
+        detail = f"filename={filename!r} first_bytes={bytes(head)!r}"
         raise PermanentError(UNSUPPORTED, detail=detail)
     binary.seek(0)
     return codecs.getreader("utf-8-sig")(binary, errors="strict")

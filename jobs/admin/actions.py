@@ -85,12 +85,13 @@ def retry(queryset, *, now=None) -> ActionReport:
     return ActionReport(done=done, verb="requeued", skipped=skipped)
 
 
-def cancel(queryset, *, now=None) -> ActionReport:
-    """Cancel waiting tasks, ask running ones to stop; report finished ones with reasons."""
+def cancel(queryset, *, now=None, by=None) -> ActionReport:
+    """Cancel waiting tasks, ask running ones to stop; report finished ones with reasons.
+    ``by``: the operator acting (the owner's page says who cancelled)."""
     now = now or timezone.now()
     cancelled = requested = 0
     for chunk in chunks(queryset):
-        counts = transitions.cancel_many(chunk, now=now)
+        counts = transitions.cancel_many(chunk, now=now, by=by)
         cancelled, requested = cancelled + counts.cancelled, requested + counts.requested
     reasons: dict[str, str] = {**CANCEL_REASONS, "stop requested": "cancellation already requested"}
     skipped = _reasons(queryset, now, states.CANCELLABLE, reasons)

@@ -1,6 +1,7 @@
 """The task admin: a changelist that stays fast on a million rows, a read-only detail page, and
 retry / cancel as bulk actions and as buttons, each behind its own permission."""
 
+import functools
 import uuid
 
 from django.contrib import admin, messages
@@ -88,7 +89,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         ("Progress", {"fields": ["progress_display", "steps_pretty"]}),
         (
             "Attempts and errors",
-            {"fields": ["attempts_display", "last_error", "error_history"]},
+            {"fields": ["attempts_display", "last_error", "cancelled_by", "error_history"]},
         ),
         (
             "Timings",
@@ -259,7 +260,8 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
 
     @admin.action(permissions=["cancel"], description="Cancel selected tasks")
     def cancel_tasks(self, request, queryset):
-        return self._run(request, queryset, "cancel_tasks", actions.cancel, "Cancel tasks")
+        cancel = functools.partial(actions.cancel, by=request.user)
+        return self._run(request, queryset, "cancel_tasks", cancel, "Cancel tasks")
 
     # Making a waiting task due now is the retry permission's: both make a task run sooner.
     @admin.action(permissions=["retry"], description="Run selected waiting tasks now")
@@ -323,7 +325,8 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         return self._act_on_one(request, object_id, self.has_retry_permission, actions.retry)
 
     def cancel_view(self, request, object_id):
-        return self._act_on_one(request, object_id, self.has_cancel_permission, actions.cancel)
+        cancel = functools.partial(actions.cancel, by=request.user)
+        return self._act_on_one(request, object_id, self.has_cancel_permission, cancel)
 
     def run_now_view(self, request, object_id):
         return self._act_on_one(request, object_id, self.has_retry_permission, actions.run_now)

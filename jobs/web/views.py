@@ -23,7 +23,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs import transitions
-from jobs.humanize import remaining_text, waiting_text
+from jobs.humanize import moment_text, remaining_text, seconds_text, waiting_text
 from jobs.metrics import waiting as waiting_reasons
 from jobs.models import Task
 from jobs.states import CANCELLABLE, TERMINAL, WITH_ERROR, Status
@@ -119,12 +119,15 @@ def status_text(task: Task, now=None, waiting: waiting_reasons.Waiting | None = 
     ``jobs.metrics.waiting``), a waiting task says why, in words that name no key."""
     if task.status == Status.RUNNING and task.cancel_requested_at:
         return "Cancelling…"
-    if task.status in (Status.FAILED, Status.RETRYING) and task.last_error:
+    if task.status == Status.RETRYING:
+        return retrying_text(task, now or timezone.now())
+    if task.status == Status.FAILED and task.last_error:
         return task.last_error
     if transitions.is_expired(task):
         return transitions.EXPIRED_MESSAGE
     if task.status == Status.CANCELLED:
-        return "Cancelled."
+        canceller = cancelled_by(task)
+        return f"Cancelled by {canceller}." if canceller else "Cancelled."
     if task.status == Status.SUCCEEDED:
         return task.progress_message or "Done."
     if task.status == Status.PENDING and waiting is not None:
@@ -134,6 +137,22 @@ def status_text(task: Task, now=None, waiting: waiting_reasons.Waiting | None = 
         until = task.waiting_until(now)
         return f"{waiting_text(until)}." if until else "Waiting to start…"
     return task.progress_message or "Working…"
+
+
+def retrying_text(task: Task, now) -> str:
+    """Say which attempt failed, why, and when the next one is: "Attempt 2 of 5 failed: The
+    mail server did not answer. Next try in 30 s (2026-12-01 14:05:30 UTC)." """
+    error = (task.last_error or "it did not finish").rstrip(". ")
+    wait = (task.run_after - now).total_seconds()
+    when = f"in {seconds_text(round(wait))} ({moment_text(task.run_after)})" if wait >= 1 else "now"
+    return f"Attempt {task.attempts} of {task.max_attempts} failed: {error}. Next try {when}."
+
+
+def cancelled_by(task: Task) -> str | None:
+    """The username of whoever cancelled ``task`` when it was not its owner (None otherwise:
+    the owner, the system, or a user since deleted)."""
+    canceller = task.cancelled_by if task.cancelled_by_id != task.owner_id else None
+    return canceller.get_username() if canceller is not None else None
 
 
 def _cancel_reason(task: Task):
@@ -199,6 +218,8 @@ def describe(task: Task, user, *, now=None) -> dict:
         "error": (task.last_error or None) if show_error else None,
         # Why a cancelled task ended: "expired" (not started by its deadline) or "cancelled".
         "cancel_reason": _cancel_reason(task),
+        # Who cancelled it when it was not its owner (an operator): their username, else None.
+        "cancelled_by": cancelled_by(task) if task.status == Status.CANCELLED else None,
         "can_retry": may_retry(task, user),
         "can_cancel": may_cancel(task, user),
         "result": result,
@@ -268,7 +289,7 @@ def task_action(request, task_id):
         transitions.requeue(task)
         ok, text = task.status == Status.PENDING, "Queued again."
     elif action == "cancel" and may_cancel(task, request.user):
-        outcome = transitions.cancel(task)
+        outcome = transitions.cancel(task, by=request.user)
         ok = outcome is not transitions.CancelOutcome.REFUSED
         text = "Cancelled." if outcome is transitions.CancelOutcome.CANCELLED else "Cancelling…"
     elif action in ("retry", "cancel"):

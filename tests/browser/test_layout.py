@@ -108,3 +108,24 @@ def test_the_users_pages_do_not_scroll_sideways(page, login, live_server, wide_d
         page.goto(live_server.url + url)
         found[name] = overflow(page)
     assert found == dict.fromkeys(found, 0)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_cancelled_looks_unlike_failed_and_dark_mode_follows_the_system(
+    page, login, live_server, scheme
+):
+    owner = MemberFactory(username="alice", password="alice-pass")
+    TaskFactory(owner=owner, status=Status.FAILED, summary="Failed import", last_error="Bad")
+    TaskFactory(owner=owner, status=Status.CANCELLED, summary="Cancelled import")
+    page.emulate_media(color_scheme=scheme)
+    login(page, "alice", "alice-pass", next_url="/tasks/")
+
+    def colour(status, selector):
+        return page.eval_on_selector(
+            f'[data-status="{status}"] {selector}', "node => getComputedStyle(node).backgroundColor"
+        )
+
+    assert colour("failed", ".jobs-progress-bar") != colour("cancelled", ".jobs-progress-bar")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    dark = background not in ("rgba(0, 0, 0, 0)", "rgb(255, 255, 255)")
+    assert dark == (scheme == "dark"), background

@@ -58,7 +58,10 @@ def test_polling_backs_off_on_errors_and_stops_at_a_terminal_state(page, login, 
 
     block = page.locator("[data-jobs-task]")
     expect(block).to_have_attribute("data-status", "succeeded", timeout=SLOW)
-    expect(page.get_by_text("All done")).to_be_visible()
+    expect(block.locator('[data-jobs-field="message"]')).to_have_text("All done")
+    # A screen reader hears the change of state, once, with the task's name.
+    announce = block.locator("[data-jobs-announce]")
+    expect(announce).to_have_text(f"{task.summary or task.name}: Succeeded. All done")
     expect(page.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "100")
     gaps = [later - earlier for earlier, later in itertools.pairwise(requests)]
     # Nominally 4 then 8 seconds: each wait after an error is longer than the last.
@@ -89,4 +92,7 @@ def test_the_time_left_reads_as_the_server_words_it(page, login, live_server):
     )
     expect(page.get_by_text("A quarter").first).to_be_visible(timeout=SLOW)
     expect(eta).to_have_text(remaining_text(3 * 1800))  # three times 30 min: "about 1 h 30 min"
-    assert remaining_text(3 * 1800) == "about 1 h 30 min left"
+    assert remaining_text(3 * 1800) == "About 1 h 30 min left."
+    # A phrase of its own, outside the status line; progress and ETA ticks are not announced.
+    assert eta.evaluate("node => node.closest('.jobs-status-line') === null")
+    expect(page.locator("[data-jobs-announce]")).to_have_text("")

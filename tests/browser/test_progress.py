@@ -47,15 +47,18 @@ def test_a_csv_import_climbs_to_100_percent_and_shows_the_count(page, login, liv
     assert Contact.objects.filter(organisation=user.membership.organisation).count() == 1000
 
 
-def test_a_png_upload_shows_the_clear_message_and_no_retry(page, login, live_worker):
+def test_a_png_upload_is_refused_at_once_with_the_clear_message(page, login, live_server):
     MemberFactory(username="alice", password="alice-pass")
     login(page, "alice", "alice-pass")
-    upload(page, "photo.png", PNG, "image/png")
+    page.set_input_files(
+        "input[name=file]", {"name": "photo.png", "mimeType": "image/png", "buffer": PNG}
+    )
+    page.get_by_role("button", name="Import").click()
 
-    message = page.get_by_text("Unsupported file format: please upload a CSV").first
+    message = page.get_by_text("Unsupported file format: please upload a CSV.").first
     expect(message).to_be_visible(timeout=SLOW)
-    expect(page.locator("[data-jobs-task]")).to_have_attribute("data-status", "failed")
-    expect(page.get_by_role("button", name="Retry")).to_be_hidden()
+    assert page.url.rstrip("/") == live_server.url  # back home: no task page, no task
+    assert not Task.objects.exists()
     assert "Traceback" not in page.content()
 
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from demo_project.demo import tasks as demo_tasks
-from demo_project.demo.models import Contact, Notification
+from demo_project.demo.models import Contact, Notification, Upload
 from jobs.execution.context import TaskContext
 from jobs.models import Task
 from jobs.states import Status
@@ -155,11 +155,26 @@ def test_a_retry_resumes_after_the_chunks_already_imported(monkeypatch):
 
 
 @pytest.mark.django_db
-def test_a_png_fails_at_once_with_the_clear_message(client):
-    user = MemberFactory()
-    client.force_login(user)
-    png = SimpleUploadedFile("photo.png", PNG, content_type="image/png")
-    client.post(reverse("start-import"), {"file": png})
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [("photo.png", PNG), ("photo.csv", PNG), ("contacts.xlsx", b"PK\x03\x04" + bytes(40))],
+    ids=["png", "png-named-csv", "xlsx"],
+)
+def test_a_file_that_is_no_csv_is_refused_at_upload_before_a_task_is_made(client, name, data):
+    client.force_login(MemberFactory())
+    upload = SimpleUploadedFile(name, data, content_type="application/octet-stream")
+    response = client.post(reverse("start-import"), {"file": upload}, follow=True)
+    assert "Unsupported file format: please upload a CSV." in response.content.decode()
+    assert not Task.objects.exists()
+    assert not Upload.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_import_refuses_a_png_stored_by_other_means_with_the_clear_message(client):
+    """The task checks again: a file may reach it without the upload form."""
+    upload = UploadFactory(filename="photo.png", file__data=PNG, file__filename="photo.png")
+    client.force_login(upload.owner)
+    demo_tasks.import_contacts.using(owner=upload.owner).enqueue(upload.pk)
     (task,) = drain().tasks
 
     assert task.status == Status.FAILED

@@ -10,11 +10,13 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs import transitions
+from jobs.humanize import moment_text
 from jobs.models import Task
 from jobs.states import Status
 from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE
 from tests.factories import TaskFactory, UserFactory
-from tests.helpers import run_next
+from tests.helpers import run_next, staff
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db
@@ -261,8 +263,12 @@ def test_the_tag_renders_an_accessible_bar_and_the_state_as_of_rendering(owner):
     assert "Imported 600 of 1,000 rows" in html
     assert f'data-status-url="{status_url(task)}"' in html
     assert 'name="csrfmiddlewaretoken" value="tok"' in html
-    assert 'value="cancel" data-jobs-cancel>' in html  # shown: the owner may cancel
-    assert 'value="retry" data-jobs-retry hidden>' in html
+    # Each button names its task; shown: the owner may cancel.
+    assert 'data-jobs-cancel aria-label="Cancel Import of contacts.csv">' in html
+    assert 'data-jobs-retry aria-label="Retry Import of contacts.csv" hidden>' in html
+    # The live region starts empty (nothing is announced on load), the ETA outside it.
+    assert '<p class="jobs-announce" aria-live="polite" data-jobs-announce></p>' in html
+    assert html.count("aria-live") == 1
 
 
 def test_the_tag_leaves_out_aria_valuenow_when_progress_is_unknown(owner):
@@ -275,3 +281,41 @@ def test_the_assets_tag_ships_the_script_and_stylesheet():
     html = Template("{% load jobs_progress %}{% task_progress_assets %}").render(Context())
     assert 'src="/static/jobs/progress.js"' in html
     assert 'href="/static/jobs/progress.css"' in html
+
+
+def test_a_retrying_task_says_which_attempt_failed_and_when_the_next_is(client, owner):
+    now = timezone.now()
+    task = TaskFactory(
+        owner=owner,
+        status=Status.RETRYING,
+        attempts=2,
+        max_attempts=5,
+        last_error="The mail server did not answer.",
+        run_after=now + timedelta(seconds=30),
+    )
+    client.force_login(owner)
+    body = client.get(status_url(task)).json()
+    assert body["message"].startswith(
+        "Attempt 2 of 5 failed: The mail server did not answer. Next try in "
+    )
+    assert moment_text(task.run_after) in body["message"]
+
+
+def test_a_task_cancelled_by_an_operator_says_who_and_by_the_owner_does_not(client, owner):
+    operator = staff("view_task", "cancel_task", username="ops")
+    by_operator, by_owner = TaskFactory(owner=owner), TaskFactory(owner=owner)
+    client.force_login(operator)
+    client.post(action_url(by_operator), {"action": "cancel"})
+    client.force_login(owner)
+    client.post(action_url(by_owner), {"action": "cancel"})
+    first, second = (client.get(status_url(t)).json() for t in (by_operator, by_owner))
+    assert (first["status"], first["message"], first["cancelled_by"]) == (
+        "cancelled", "Cancelled by ops.", "ops",
+    )  # fmt: skip
+    assert (second["message"], second["cancelled_by"]) == ("Cancelled.", None)
+    # Retried, it is no longer anyone's cancellation.
+    by_operator.refresh_from_db()
+    assert by_operator.cancelled_by == operator
+    transitions.requeue_many(Task.objects.filter(pk=by_operator.pk))
+    by_operator.refresh_from_db()
+    assert by_operator.cancelled_by is None

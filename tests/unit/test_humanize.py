@@ -29,16 +29,16 @@ def test_seconds_read_as_a_person_would_say_them(seconds, text):
     ("seconds", "text"),
     [
         (None, ""),
-        (0, "about 1 s left"),  # never "0 s left" while the task still runs
-        (0.4, "about 1 s left"),
-        (40.4, "about 40 s left"),
-        (59.4, "about 59 s left"),
-        (59.6, "about 1 min left"),
-        (89, "about 1 min left"),
-        (91, "about 2 min left"),
-        (1820, "about 30 min left"),
-        (7200, "about 2 h left"),
-        (3660, "about 1 h 1 min left"),
+        (0, "About 1 s left."),  # never "0 s left" while the task still runs
+        (0.4, "About 1 s left."),
+        (40.4, "About 40 s left."),
+        (59.4, "About 59 s left."),
+        (59.6, "About 1 min left."),
+        (89, "About 1 min left."),
+        (91, "About 2 min left."),
+        (1820, "About 30 min left."),
+        (7200, "About 2 h left."),
+        (3660, "About 1 h 1 min left."),
     ],
 )
 def test_what_is_left_is_rounded_then_worded_by_the_same_formatter(seconds, text):

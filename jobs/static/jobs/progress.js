@@ -46,6 +46,17 @@
     );
     if (fill) fill.style.width = (percent || 0) + "%";
 
+    var shown = (status.cancel_requested && !status.is_finished) ? "cancelling" : status.status;
+    var announce = root.querySelector("[data-jobs-announce]");
+    if (announce && root.getAttribute("data-announced") !== shown) {
+      // Only a change of state is spoken; the state rendered with the page is not.
+      if (root.getAttribute("data-announced") !== null) {
+        var label = root.querySelector('[role="progressbar"]').getAttribute("aria-label") || "";
+        announce.textContent = label.replace(/^Progress of /, "") + ": " +
+          (shown === "cancelling" ? "Cancelling" : status.status_display) + ". " + status.message;
+      }
+      root.setAttribute("data-announced", shown);
+    }
     root.className = root.className.replace(/\bjobs-status-\w+/g, "").trim();
     root.classList.add("jobs-status-" + status.status);
     root.setAttribute("data-status", status.status);
@@ -56,6 +67,8 @@
     setText(root, "message", status.message);
     // Worded by the server (jobs.humanize.remaining_text): one formatter, one wording.
     setText(root, "eta", status.eta_text || "");
+    var eta = root.querySelector('[data-jobs-field="eta"]');
+    if (eta) eta.hidden = !status.eta_text;
 
     var link = root.querySelector("[data-jobs-result-link]");
     var url = status.result ? safeLink(status.result.url) : null;
