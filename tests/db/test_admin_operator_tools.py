@@ -3,10 +3,8 @@ short name, summary or owner, read its summary in the list."""
 
 from datetime import timedelta
 
-import psycopg
 import pytest
 from django.contrib.messages import get_messages
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -14,6 +12,7 @@ from django.utils import timezone
 from jobs.admin import actions, paginator
 from jobs.models import Task
 from jobs.states import Status
+from tests.db.conftest import received
 from tests.factories import TaskFactory, UserFactory
 from tests.helpers import staff
 
@@ -129,19 +128,12 @@ def test_run_now_leaves_a_task_claimed_meanwhile_alone():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_run_now_wakes_idle_postgresql_workers_once_per_queue(postgres_only):
-    from tests.db.test_enqueue_fast_path import received
-
+def test_run_now_wakes_idle_postgresql_workers_once_per_queue(listener):
     delayed = [TaskFactory(queue=queue, run_after=later()) for queue in ("a", "a", "b")]
     due = TaskFactory(queue="c")  # already due: nothing to announce
-    settings = connection.settings_dict
-    with psycopg.connect(
-        host=settings["HOST"], port=settings["PORT"] or 5432, user=settings["USER"],
-        dbname=settings["NAME"], autocommit=True,
-    ) as listening:  # fmt: skip
-        listening.execute("LISTEN jobs_task_ready")
-        actions.run_now(Task.objects.filter(pk__in=[t.pk for t in [*delayed, due]]))
-        assert sorted(received(listening)) == ["a", "b"]
+    received(listener)  # the inserts' own notifications
+    actions.run_now(Task.objects.filter(pk__in=[t.pk for t in [*delayed, due]]))
+    assert sorted(received(listener)) == ["a", "b"]
 
 
 # Search and summary ---------------------------------------------------------------------------

@@ -1,14 +1,12 @@
 """The lean enqueue path: the row it writes, what it returns, and the NOTIFY of new tasks."""
 
-import select
-
-import psycopg
 import pytest
 from django.db import connection, transaction
 
 from jobs import signals
 from jobs.exceptions import PayloadError
 from jobs.models import Task
+from tests.db.conftest import received
 from tests.factories import TaskFactory, UserFactory
 from tests.testapp import tasks
 
@@ -75,25 +73,6 @@ def test_bulk_ids_are_version_4_and_distinct():
 
 
 # NOTIFY (PostgreSQL) -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def listener(postgres_only):
-    settings = connection.settings_dict
-    with psycopg.connect(
-        host=settings["HOST"], port=settings["PORT"] or 5432, user=settings["USER"],
-        dbname=settings["NAME"], autocommit=True,
-    ) as listening:  # fmt: skip
-        listening.execute("LISTEN jobs_task_ready")
-        yield listening
-
-
-def received(listening, wait=0.5) -> list[str]:
-    payloads = []
-    select.select([listening.fileno()], [], [], wait)
-    for notify in listening.notifies(timeout=0.2, stop_after=None):
-        payloads.append(notify.payload)
-    return payloads
 
 
 @pytest.mark.django_db(transaction=True)
