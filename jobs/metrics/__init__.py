@@ -45,7 +45,9 @@ from jobs.metrics.durations import run_time_percentiles as run_time_percentiles
 from jobs.metrics.durations import wait_time_percentiles as wait_time_percentiles
 from jobs.metrics.errors import error_groups as error_groups
 from jobs.metrics.results import (
-    ErrorGroup,
+    ErrorGroup as ErrorGroup,
+)
+from jobs.metrics.results import (
     FailureGroup,
     LateTask,
     Outcomes,
