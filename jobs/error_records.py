@@ -6,8 +6,10 @@ raises, whatever a task's exception does when it is printed or formatted, and ea
 that PostgreSQL and SQLite both store.
 """
 
+import sys
 import traceback as _traceback
 from dataclasses import dataclass, field
+from datetime import UTC
 
 from jobs.exceptions import PermanentError
 from jobs.text import storable_text
@@ -18,6 +20,7 @@ from jobs.text import storable_text
 MAX_USER_MESSAGE = 2_000
 MAX_MESSAGE = 16 * 1024
 MAX_TRACEBACK = 64 * 1024
+MAX_ORIGIN = 300
 
 
 def bounded(text: str, limit: int) -> str:
@@ -71,6 +74,38 @@ def formatted_traceback(exc: BaseException) -> str:
     return f"Traceback (most recent call last):\n{frames}{name}: <formatting failed>\n"
 
 
+def raising_frame(exc: BaseException) -> str:
+    """Where ``exc`` was raised: "app/tasks.py:42 in Importer.run", its innermost frame ("" if
+    it has no traceback); the errors page groups attempts by it (``jobs.metrics.errors``)."""
+    try:
+        frame = exc.__traceback__
+        if frame is None:
+            return ""
+        while frame.tb_next is not None:
+            frame = frame.tb_next
+        code = frame.tb_frame.f_code
+        where = f"{short_path(code.co_filename)}:{frame.tb_lineno} in {code.co_qualname}"
+        return cut(storable_text(where), MAX_ORIGIN)
+    except BaseException:  # a frame is the interpreter's, but never let describing one raise
+        return ""
+
+
+def short_path(filename: str) -> str:
+    """``filename`` relative to the longest entry of ``sys.path`` it is under: the same origin
+    on every host and release directory (/srv/app/releases/42/app/tasks.py is app/tasks.py)."""
+    roots = [root.rstrip("/") + "/" for root in sys.path if isinstance(root, str) and root]
+    under = [root for root in roots if filename.startswith(root)]
+    return filename[len(max(under, key=len)) :] if under else filename
+
+
+def moment_entry(now) -> str:
+    """``now`` as an entry's "at": ISO 8601 in UTC to the microsecond, so that entries compare
+    as text in the order of their moments (``jobs.sql.errors`` reads them so)."""
+    if now.tzinfo is not None:
+        now = now.astimezone(UTC)
+    return now.isoformat(timespec="microseconds")
+
+
 @dataclass(frozen=True)
 class ErrorRecord:
     """What one failed attempt leaves behind: the user's message apart from the developer's."""
@@ -82,6 +117,8 @@ class ErrorRecord:
     transient: bool = False
     # The task said the input is wrong (PermanentError): retrying it unchanged cannot help.
     permanent: bool = False
+    # The innermost frame of the traceback (``raising_frame``); "" when there is none.
+    origin: str = ""
     extra: dict = field(default_factory=dict)
 
     @classmethod
@@ -102,13 +139,14 @@ class ErrorRecord:
             traceback=bounded(storable_text(formatted_traceback(exc)), MAX_TRACEBACK),
             transient=bool(transient),
             permanent=isinstance(exc, PermanentError),
+            origin=raising_frame(exc),
         )
 
     def as_entry(self, task, now) -> dict:
         """The ``error_details`` entry of this attempt of ``task``, as of ``now``."""
         return {
             "attempt": task.attempts,
-            "at": now.isoformat(),
+            "at": moment_entry(now),
             "worker_id": task.worker_id,
             "exception": self.exception,
             "message": self.message,
@@ -116,6 +154,7 @@ class ErrorRecord:
             "user_message": self.user_message,
             "transient": self.transient,
             "permanent": self.permanent,
+            "origin": self.origin,
             **self.extra,
         }
 

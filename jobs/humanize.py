@@ -4,6 +4,8 @@ The owner's page shows the same words as the server renders: the JSON status car
 ``eta_text`` from ``remaining_text``, so progress.js never formats a duration itself.
 """
 
+from datetime import UTC, datetime
+
 from django.utils import timezone
 
 
@@ -29,10 +31,27 @@ def seconds_text(seconds: float | None) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
-def moment_text(at) -> str:
-    """Format a moment for people, in the project's time zone: "2026-12-01 14:05:30 UTC"."""
+def moment_text(at, *, milliseconds: bool = False) -> str:
+    """Format a moment for people, in the active time zone (``TIME_ZONE`` unless a view
+    activated another): "2026-12-01 14:05:30 CET", "…:30.125 CET" with ``milliseconds``.
+
+    The one format of every moment the admin shows; "—" for None. An ISO 8601 text (an error
+    entry's ``at``) is read first; one that is no moment is shown as it is.
+    """
+    if at is None:
+        return "—"
+    if isinstance(at, str):
+        try:
+            at = datetime.fromisoformat(at)
+        except ValueError:
+            return at
+    if timezone.is_naive(at):
+        at = timezone.make_aware(at, UTC)
     local = timezone.localtime(at)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or ''}".rstrip()
+    shown = f"{local:%Y-%m-%d %H:%M:%S}"
+    if milliseconds:
+        shown += f".{local.microsecond // 1000:03d}"
+    return f"{shown} {local.tzname() or ''}".rstrip()
 
 
 def waiting_text(at) -> str:

@@ -6,6 +6,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from jobs.error_records import moment_entry
 from jobs.models import Schedule, Task, TaskStep, Worker
 from jobs.states import Status
 
@@ -79,6 +80,30 @@ class TaskFactory(factory.django.DjangoModelFactory):
             TaskStep.objects.bulk_create(
                 TaskStep(task=task, name=name, result=result) for name, result in extracted.items()
             )
+
+
+class ErrorEntryFactory(factory.DictFactory):
+    """One entry of ``Task.error_details``, as ``jobs.error_records`` writes it; ``at`` is a
+    datetime given as ``when`` (now unless given)."""
+
+    class Params:
+        when = factory.LazyFunction(timezone.now)
+
+    attempt = 1
+    at = factory.LazyAttribute(lambda entry: moment_entry(entry.when))
+    worker_id = "host:1:abc"
+    exception = "builtins.ValueError"
+    message = "bad value"
+    traceback = factory.LazyAttribute(
+        lambda entry: (
+            f"Traceback (most recent call last):\n  {entry.origin}\n"
+            f"{entry.exception}: {entry.message}\n"
+        )
+    )
+    user_message = "Something went wrong."
+    transient = False
+    permanent = False
+    origin = "app/tasks.py:42 in run"
 
 
 class WorkerFactory(factory.django.DjangoModelFactory):

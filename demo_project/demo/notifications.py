@@ -46,20 +46,21 @@ def notify_owner(sender, task, status, **kwargs):
 # More unread notifications of one kind than this become one summary banner ("20,000 tasks
 # cancelled"): a bulk action in the admin must not bury the owner's next page.
 SHOWN_ONE_BY_ONE = 3
-# status_text() of a cancelled task is "Cancelled.", so a cancellation's text always ends so.
-CANCELLED_TAIL = f" {VERBS['cancelled']}: Cancelled."
+# status_text() of a cancelled task is "Cancelled." or "Cancelled by <operator>.", so a
+# cancellation's text always holds this.
+CANCELLED_MARK = f" {VERBS['cancelled']}: Cancelled"
 KINDS = [
     # (kind, which unread notifications, level, summary)
     ("done", Q(succeeded=True), messages.SUCCESS, "{n} tasks done"),
     (
         "cancelled",
-        Q(succeeded=False, text__endswith=CANCELLED_TAIL),
+        Q(succeeded=False, text__contains=CANCELLED_MARK),
         messages.WARNING,
         "{n} tasks cancelled",
     ),
     (
         "failed",
-        Q(succeeded=False) & ~Q(text__endswith=CANCELLED_TAIL),
+        Q(succeeded=False) & ~Q(text__contains=CANCELLED_MARK),
         messages.WARNING,
         "{n} tasks failed: see My tasks for what went wrong",
     ),

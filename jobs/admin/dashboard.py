@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 
 from jobs import metrics
 from jobs.conf import jobs_settings
-from jobs.humanize import seconds_text
+from jobs.humanize import moment_text, seconds_text
 from jobs.maintenance import pausing
 from jobs.metrics import waiting
 from jobs.states import Status
@@ -145,7 +145,7 @@ def bar_chart(counts: list[int], minutes, *, width: int = 600, height: int = 120
     slot = width / len(counts)
     bars = format_html_join(
         "",
-        '<rect x="{}" y="{}" width="{}" height="{}"><title>{} UTC: {}</title></rect>',
+        '<rect x="{}" y="{}" width="{}" height="{}"><title>{}: {}</title></rect>',
         (
             (
                 # format_html escapes its arguments into strings: numbers are formatted first.
@@ -153,7 +153,7 @@ def bar_chart(counts: list[int], minutes, *, width: int = 600, height: int = 120
                 f"{height - n / top * height:.1f}",
                 f"{max(slot - 1, 0.5):.1f}",
                 f"{n / top * height:.1f}",
-                minute.strftime("%H:%M"),
+                moment_text(minute),
                 n,
             )
             for i, (n, minute) in enumerate(zip(counts, minutes, strict=True))

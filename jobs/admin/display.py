@@ -1,10 +1,10 @@
 """How the admin shows a task's fields: badges, pretty JSON, the history of its errors."""
 
 import json
-from datetime import UTC
 
 from django.utils.html import format_html, format_html_join
 
+from jobs.humanize import moment_text
 from jobs.states import Status
 
 # Colours of the status badges; the stylesheet (static/jobs/admin/jobs.css) holds the palette.
@@ -79,7 +79,7 @@ def error_history(entries):
         (
             (
                 entry.get("attempt", "?"),
-                entry.get("at", "?"),
+                moment_text(entry["at"]) if entry.get("at") else "?",
                 entry.get("worker_id") or "?",
                 " (transient, retried)" if entry.get("transient") else "",
                 entry.get("user_message") or "—",
@@ -107,9 +107,9 @@ TIMESTAMPS = [
 
 
 def timings(task, *, wait: str, run: str):
-    """Return the task's timestamps to the millisecond (UTC), with its wait and run times."""
+    """Return the task's timestamps to the millisecond, with its wait and run times."""
     rows = [
-        (label, value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC")
+        (label, moment_text(value, milliseconds=True))
         for name, label in TIMESTAMPS
         if (value := getattr(task, name)) is not None
     ]

@@ -1,8 +1,12 @@
 """Changelist filters whose choices come from indexes, not from reading every row."""
 
 from django.contrib import admin
+from django.db import connections
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 
-from jobs import metrics
+from jobs import metrics, sql
+from jobs.sql import errors
 
 
 class _IndexedValueFilter(admin.SimpleListFilter):
@@ -30,3 +34,25 @@ class NameFilter(_IndexedValueFilter):
     title = "task name"
     parameter_name = "name"
     field_name = "name"
+
+
+class ErrorFilter(admin.SimpleListFilter):
+    """Tasks one of whose attempts raised an exception class (``?error=builtins.ValueError``):
+    the errors page links each error to its tasks by it, beside their name."""
+
+    title = "error"
+    parameter_name = "error"
+
+    def lookups(self, request, model_admin):
+        # No list of every exception (that would read every row's history): the chosen one only,
+        # so the sidebar says what filters the list and offers "All" to drop it.
+        value = self.value()
+        return [(value, value)] if value else []
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        connection = connections[queryset.db]
+        condition = errors.has_exception_sql(connection, sql.dialect(connection))
+        raised = RawSQL(condition, [self.value()], output_field=BooleanField())
+        return queryset.annotate(jobs_raised=raised).filter(jobs_raised=True)

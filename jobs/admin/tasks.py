@@ -18,8 +18,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 
 from jobs import states
-from jobs.admin import actions, dashboard, display, select_all
-from jobs.admin.filters import NameFilter, QueueFilter
+from jobs.admin import actions, dashboard, display, errors, select_all
+from jobs.admin.filters import ErrorFilter, NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.humanize import moment_text, seconds_text
@@ -57,7 +57,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         "run_time",
         "owner",
     ]
-    list_filter = ["status", NameFilter, QueueFilter, "created_at"]
+    list_filter = ["status", NameFilter, QueueFilter, ErrorFilter, "created_at"]
     search_fields = ["name"]  # shows the search box; get_search_results does the searching
     search_help_text = (
         "A task id, a task name (its start, or its short name: import_contacts), an idempotency "
@@ -296,6 +296,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         return [
             path("dashboard/", view(self.dashboard_view), name="jobs_task_dashboard"),
             path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
+            path("errors/", view(self.errors_view), name="jobs_task_errors"),
             path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
             path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
             path("<path:object_id>/run-now/", view(self.run_now_view), name="jobs_task_run_now"),
@@ -368,6 +369,12 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             "can_pause": request.user.has_perm("jobs.pause_queue"),
         }
         return dashboard.render_dashboard(request, context)
+
+    def errors_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Errors"}
+        return errors.render_errors(request, context)
 
     def pause_view(self, request):
         if request.method != "POST":

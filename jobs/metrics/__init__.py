@@ -43,6 +43,10 @@ from jobs.maintenance import pausing
 from jobs.metrics.durations import duration_histograms as duration_histograms
 from jobs.metrics.durations import run_time_percentiles as run_time_percentiles
 from jobs.metrics.durations import wait_time_percentiles as wait_time_percentiles
+from jobs.metrics.errors import error_groups as error_groups
+from jobs.metrics.results import (
+    ErrorGroup as ErrorGroup,
+)
 from jobs.metrics.results import (
     FailureGroup,
     LateTask,

@@ -139,3 +139,20 @@ class Snapshot:
     failures: list[FailureGroup]
     waiting_too_long: list[LateTask]
     running_too_long: list[LateTask]
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """One distinct error of a window: the failed attempts of tasks of one name that raised one
+    exception class at one place (``origin``: the innermost frame, "" for older entries)."""
+
+    name: str
+    exception: str
+    origin: str
+    tasks: int  # tasks with at least one such attempt in the window
+    attempts: int  # such attempts, retried ones included
+    first_at: datetime | None
+    last_at: datetime | None
+    last_task_id: str
+    last_message: str
+    last_traceback: str

@@ -168,6 +168,18 @@ def percentiles_sql(inner: str, start: str, end: str) -> str | None:
 LAST_EXCEPTION = "(error_details -> -1 ->> 'exception')"
 
 
+# The failed attempts of a task (jobs.sql.errors): one row per entry of error_details, which
+# jobs always writes as an array (anything else, from another tool, has no entries).
+ERROR_ENTRIES = """CROSS JOIN LATERAL jsonb_array_elements(
+    CASE jsonb_typeof(task.error_details) WHEN 'array' THEN task.error_details ELSE '[]' END
+) AS entry(value)"""
+
+
+def entry_field(name: str) -> str:
+    """A text field of the entry of ``ERROR_ENTRIES`` (NULL in an entry that is no object)."""
+    return f"(entry.value ->> '{name}')"
+
+
 def planner_rows(cursor, sql: str, params) -> int | None:
     """How many rows the planner expects the query ``sql`` to return."""
     cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)

@@ -164,6 +164,20 @@ def percentiles_sql(inner: str, start: str, end: str) -> str | None:
 LAST_EXCEPTION = "json_extract(error_details, '$[#-1].exception')"
 
 
+# The failed attempts of a task (jobs.sql.errors): one row per entry of error_details, which
+# jobs always writes as an array (anything else, from another tool, has no entries). Fields are
+# read by the entry's path in the whole value: json_extract of an entry that is a bare string
+# would fail ("malformed JSON"); by path, it is NULL.
+ERROR_ENTRIES = """, json_each(
+    CASE json_type(task.error_details) WHEN 'array' THEN task.error_details ELSE '[]' END
+) AS entry"""
+
+
+def entry_field(name: str) -> str:
+    """A text field of the entry of ``ERROR_ENTRIES`` (NULL in an entry that is no object)."""
+    return f"json_extract(task.error_details, entry.fullkey || '.{name}')"
+
+
 def planner_rows(cursor, sql: str, params) -> int | None:
     """None: SQLite's planner gives no row estimate."""
     return None
