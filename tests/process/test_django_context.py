@@ -46,7 +46,7 @@ def test_the_status_view_shows_its_progress_and_its_cancel_stops_it(start_worker
     body = client.get(status_url).json()
     assert (body["status"], body["message"], body["is_finished"]) == (
         "cancelled",
-        "Cancelled.",
+        "Cancelled by staff.",  # not its owner: the page says who
         True,
     )
     result.refresh()
