@@ -86,7 +86,7 @@ def raising_frame(exc: BaseException) -> str:
         code = frame.tb_frame.f_code
         where = f"{short_path(code.co_filename)}:{frame.tb_lineno} in {code.co_qualname}"
         return cut(storable_text(where), MAX_ORIGIN)
-    except BaseException:  # a frame is the interpreter's, but never let describing one raise
+    except Exception:  # never let describing a frame raise; an interrupt still goes through
         return ""
 
 
