@@ -25,6 +25,10 @@ DEFAULTS = {
     "DEFAULT_TIMEOUT": 30 * 60.0,
     "LEASE_SECONDS": 60.0,
     "POLL_INTERVAL": 1.0,
+    # The database alias whose connection LISTENs for new tasks (PostgreSQL); None: the task
+    # table's own. Name a direct connection when that one goes through a pooler in transaction
+    # mode (PgBouncer): LISTEN cannot work there, and without it the worker polls.
+    "LISTEN_DATABASE": None,
     "CONCURRENCY": 4,
     # The highest --concurrency / JOBS_CONCURRENCY a worker accepts (see jobs.limits).
     "MAX_CONCURRENCY": 256,
