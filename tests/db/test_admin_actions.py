@@ -15,7 +15,7 @@ from jobs.admin import actions
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import TaskFactory
-from tests.helpers import staff, offered_buttons
+from tests.helpers import offered_buttons, staff
 
 pytestmark = pytest.mark.django_db
 

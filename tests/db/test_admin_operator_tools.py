@@ -14,7 +14,7 @@ from jobs.models import Task
 from jobs.states import Status
 from tests.db.conftest import received
 from tests.factories import TaskFactory, UserFactory
-from tests.helpers import staff, offered_buttons
+from tests.helpers import offered_buttons, staff
 
 pytestmark = pytest.mark.django_db
 
