@@ -123,7 +123,7 @@
     var rate = field(row, "failure_rate");
     setText(rate, queue.failure_rate);
     setAttr(rate, "title", queue.failure_title);
-    setText(field(row, "retries"), queue.retries);
+    setText(field(row, "retries"), queue.retries_text);
     var resume = row.querySelector('button[value="resume"]');
     var pause = row.querySelector('button[value="pause"]');
     if (resume) resume.hidden = !queue.paused;
