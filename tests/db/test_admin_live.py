@@ -9,6 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from demo_project.demo.models import Notification
 from jobs import transitions
 from jobs.admin import banner
 from jobs.error_records import ErrorRecord
@@ -245,3 +246,17 @@ def test_a_task_that_is_gone_is_a_404(viewer):
     assert response.status_code == 404
     assert response.json() == {"error": "No such task."}
     assert viewer.get(reverse("admin:jobs_task_live_one", args=["not-an-id"])).status_code == 404
+
+
+def test_the_demos_notifications_wait_for_a_page_not_a_poll():
+    # The demo turns unread notifications into messages on the next page: the admin's live
+    # figures, asked for as JSON, are no page and leave them unread.
+    user = UserFactory(username="ops", is_staff=True, is_superuser=True)
+    note = Notification.objects.create(user=user, text="Import of contacts.csv is done")
+    client = client_for(user)
+    json_only = {"Accept": "application/json"}
+    assert client.get(DASHBOARD, headers=json_only).status_code == 200
+    note.refresh_from_db()
+    assert note.shown_at is None
+    page = client.get(reverse("admin:jobs_task_dashboard")).content.decode()
+    assert "Import of contacts.csv is done" in page
