@@ -114,7 +114,14 @@ def task_rows(model_admin, request) -> dict:
 
 def one_task(model_admin, request, object_id) -> dict | JsonResponse:
     """Return the state of one task as its page shows it, and which buttons apply now."""
-    task = model_admin.get_object(request, unquote(object_id))
+    try:
+        pk = uuid.UUID(unquote(object_id))
+    except ValueError:
+        pk = None
+    # The payload, result and error history can be megabytes: a poll never reads them.
+    # last_error stays: it is shown, and it says whether a cancelled task expired.
+    rows = model_admin.get_queryset(request).defer("payload", "result", "error_details")
+    task = rows.filter(pk=pk).first() if pk else None
     if task is None:
         return JsonResponse({"error": "No such task."}, status=404)
     return {

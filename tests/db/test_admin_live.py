@@ -5,7 +5,9 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -260,3 +262,13 @@ def test_the_demos_notifications_wait_for_a_page_not_a_poll():
     assert note.shown_at is None
     page = client.get(reverse("admin:jobs_task_dashboard")).content.decode()
     assert "Import of contacts.csv is done" in page
+
+
+def test_the_task_page_poll_reads_no_payload_result_or_history(viewer):
+    task = TaskFactory(payload={"args": ["x" * 100_000], "kwargs": {}})
+    viewer.get(one(task))  # the session and permissions, read once
+    with CaptureQueriesContext(connection) as queries:
+        assert viewer.get(one(task)).json()["status"] == Status.PENDING
+    read = " ".join(query["sql"] for query in queries.captured_queries)
+    for column in ("payload", "result", "error_details"):
+        assert f'"jobs_task"."{column}"' not in read, column
