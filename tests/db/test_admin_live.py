@@ -248,6 +248,9 @@ def test_a_task_that_is_gone_is_a_404(viewer):
     assert response.status_code == 404
     assert response.json() == {"error": "No such task."}
     assert viewer.get(reverse("admin:jobs_task_live_one", args=["not-an-id"])).status_code == 404
+    # A NUL (PostgreSQL refuses it in a query) or a huge id: no task, never a 500.
+    assert viewer.get("/admin/jobs/task/%00/live/").status_code == 404
+    assert viewer.get(f"/admin/jobs/task/{'9' * 10_000}/live/").status_code == 404
 
 
 def test_the_demos_notifications_wait_for_a_page_not_a_poll():
