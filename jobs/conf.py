@@ -57,7 +57,7 @@ DEFAULTS = {
     "WAITING_CRITICAL_SECONDS": 300.0,
     "RUNNING_WARNING_SECONDS": 900.0,
     # How far back timings, failure rates, retries and failure groups look; how often the
-    # dashboard reloads itself (seconds).
+    # dashboard, the task list and the task page poll for their figures (seconds).
     "METRICS_WINDOW_SECONDS": 3600.0,
     "DASHBOARD_REFRESH_SECONDS": 10,
     # Pruning: how long finished tasks are kept, by status (seconds or a timedelta; None keeps
