@@ -71,7 +71,8 @@ class ScheduleForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.instance.pk is not None:
+        # A name is the primary key: an unsaved row's pk is "", not None.
+        if not self.instance._state.adding:
             self.initial["args"] = json.dumps(self.instance.args, ensure_ascii=False)
             self.initial["kwargs"] = json.dumps(self.instance.kwargs, ensure_ascii=False)
             self.initial["version"] = self.instance.version
@@ -80,7 +81,7 @@ class ScheduleForm(forms.ModelForm):
 
     def clean_name(self):
         name = self.cleaned_data["name"]
-        if self.instance.pk is None and name in _declared_names():
+        if self.instance._state.adding and name in _declared_names():
             raise forms.ValidationError(
                 "A schedule of settings or code has this name: choose another."
             )
@@ -106,13 +107,13 @@ class ScheduleForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        if self.instance.pk is not None:
+        if not self.instance._state.adding:
             current = Schedule.objects.filter(pk=self.instance.pk).values_list("version", flat=True)
             if data.get("version") != current.first():
                 raise forms.ValidationError(CHANGED_MEANWHILE)
         try:
             spec = periodic.PeriodicTask(
-                name=data["name"] if self.instance.pk is None else self.instance.pk,
+                name=data["name"] if self.instance._state.adding else self.instance.pk,
                 task=data["task"],
                 cron=data.get("cron") or "",
                 every=data.get("interval_seconds"),

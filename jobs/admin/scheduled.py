@@ -14,7 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from jobs.humanize import moment_text, seconds_text
-from jobs.maintenance import periodic
+from jobs.exceptions import UnknownTaskError
+from jobs.maintenance import periodic, schedulable
 from jobs.models import Schedule, Task
 
 ROWS_SHOWN = 100  # of each part; the rest is counted, up to COUNT_LIMIT
@@ -56,8 +57,9 @@ def _run(row: Schedule, now) -> dict:
     run = {"row": row, "url": reverse("admin:jobs_schedule_change", args=[row.pk])}
     try:
         spec = periodic.spec_of(row)
+        schedulable.resolve(spec.task)  # a task removed from code since: said, not listed
         slot = spec.next_slot(now)
-    except (ImproperlyConfigured, StopIteration) as exc:
+    except (ImproperlyConfigured, UnknownTaskError, StopIteration) as exc:
         return {**run, "problem": str(exc) or "never fires", "slot": None}
     return {
         **run,
