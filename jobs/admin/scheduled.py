@@ -13,8 +13,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.humanize import moment_text, seconds_text
 from jobs.exceptions import UnknownTaskError
+from jobs.humanize import moment_text, seconds_text
 from jobs.maintenance import periodic, schedulable
 from jobs.models import Schedule, Task
 

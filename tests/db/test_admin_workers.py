@@ -47,12 +47,15 @@ def test_live_and_recent_workers_with_their_queues_and_current_tasks():
     for worker in (alive, stopped, silent):
         assert f">{worker.hostname}<" in page
     assert old.hostname not in page
-    assert "emails, imports" in page and "2 / 4" in page
+    assert "emails, imports" in page
+    assert "2 / 4" in page
     assert reverse("admin:jobs_task_change", args=[running.pk]) in page
     assert reverse("admin:jobs_task_change", args=[other.pk]) in page
-    assert ">import_contacts<" in page and "finished_one" not in page
-    assert "jobs-badge--ok\">alive<" in page
-    assert "silent (killed or unreachable)" in page and "stopped 20" in page
+    assert ">import_contacts<" in page
+    assert "finished_one" not in page
+    assert 'jobs-badge--ok">alive<' in page
+    assert "silent (killed or unreachable)" in page
+    assert "stopped 20" in page
 
 
 def test_the_page_reads_the_running_tasks_in_one_query():
