@@ -104,7 +104,8 @@ class ScheduleForm(forms.ModelForm):
         return name
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors:
             return data
         if not self.instance._state.adding:

@@ -10,6 +10,7 @@ the row's ``version``, so neither another operator's edit nor a worker's record 
 written over.
 """
 
+from django import forms
 from django.apps import apps
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
@@ -78,7 +79,7 @@ class ScheduleAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if self._declared_row(obj):
-            kwargs["form"] = admin.ModelAdmin.form  # ``enabled`` alone, nothing to check
+            kwargs["form"] = forms.ModelForm  # ``enabled`` alone, nothing to check
         return super().get_form(request, obj, change, **kwargs)
 
     # Saving: only what the form holds, guarded by the version -----------------------------

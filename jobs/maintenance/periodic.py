@@ -213,7 +213,7 @@ def run_due(*, now=None) -> list:
     Safe to call from every worker at once: the idempotency key makes one task per slot.
     """
     now = now or timezone.now()
-    results = []
+    results: list[SlotResult] = []
     for spec in declared().values():
         row = _sync(spec, now)
         if row is not None and row.enabled:
@@ -230,7 +230,7 @@ def run_due(*, now=None) -> list:
     return results
 
 
-def _enqueue_if_due(spec: PeriodicTask, row: Schedule, now, results: list) -> None:
+def _enqueue_if_due(spec: PeriodicTask, row: Schedule, now, results: list["SlotResult"]) -> None:
     slot = spec.latest_slot(now)
     if row.last_run_at is not None and row.last_run_at >= slot:
         return
