@@ -58,6 +58,9 @@ class ScheduleAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
     actions = ["run_now_schedules"]
     form = ScheduleForm
 
+    class Media:
+        css = {"all": ["jobs/admin/jobs.css"]}  # the list's columns wrap, as the task list's
+
     # Which fields, by kind of row ---------------------------------------------------------
 
     def _declared_row(self, obj) -> bool:
