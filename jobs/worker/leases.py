@@ -8,7 +8,8 @@ written yet) every third of a lease or half of ``JOBS_CANCEL_GRACE``, whichever 
 the grace); a worker that vanishes stops renewing, and once its leases
 lapse any worker's maintenance round rescues the tasks. The heartbeat also hands back rows this
 worker holds in the database but not in hand (a claim whose reply was lost), says the worker is
-alive (its row in ``jobs.models.Worker``), and stops tasks that ignored their cancellation.
+alive (its row in ``jobs.models.Worker``), stops tasks that ignored their cancellation, and
+reads the operator's request to stop after the current tasks (the admin's workers page).
 
 Through a database outage the worker keeps running, but a lease can only be renewed through the
 database: once a quarter of a lease is left since the last renewal (``margin``), the tasks under
