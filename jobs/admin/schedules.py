@@ -13,8 +13,11 @@ written over.
 from django import forms
 from django.apps import apps
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import F
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import redirect
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -163,9 +166,31 @@ class ScheduleAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
 
     # The scheduled-tasks page -------------------------------------------------------------
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {**(extra_context or {}), "can_run_now": self.has_run_permission(request)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def run_now_view(self, request, object_id):
+        """Run one schedule now, from its page: a POST, behind view and run permissions."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not (self.has_view_permission(request) and self.has_run_permission(request)):
+            raise PermissionDenied
+        row = self.get_object(request, unquote(object_id))
+        if row is None:
+            self.message_user(request, "No such schedule: deleted meanwhile?", messages.WARNING)
+            return redirect(reverse("admin:jobs_schedule_changelist"))
+        self.run_now_schedules(request, Schedule.objects.filter(pk=row.pk))
+        return redirect(reverse("admin:jobs_schedule_change", args=[quote(row.pk)]))
+
     def get_urls(self):
-        view = self.admin_site.admin_view(self.scheduled_view)
-        return [path("scheduled/", view, name="jobs_schedule_scheduled"), *super().get_urls()]
+        scheduled_view = self.admin_site.admin_view(self.scheduled_view)
+        run_now_view = self.admin_site.admin_view(self.run_now_view)
+        return [
+            path("scheduled/", scheduled_view, name="jobs_schedule_scheduled"),
+            path("<path:object_id>/run-now/", run_now_view, name="jobs_schedule_run_now"),
+            *super().get_urls(),
+        ]
 
     def scheduled_view(self, request):
         # What is waiting to run is the tasks' to see: the task list shows the same rows.

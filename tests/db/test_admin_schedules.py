@@ -288,6 +288,30 @@ def test_run_now_enqueues_each_schedule_at_once_and_reports_the_rest(settings):
     assert Schedule.objects.get(pk="digest").last_run_at is None  # its slots are untouched
 
 
+def test_run_now_from_the_schedules_page():
+    admin_schedule(name="digest")
+    run = reverse("admin:jobs_schedule_run_now", args=["digest"])
+    viewer = logged_in(username="viewer")
+    assert run not in viewer.get(change_url("digest")).content.decode()
+    assert viewer.post(run).status_code == 403
+    assert Client().post(run).status_code == 302  # to the login page
+    runner = logged_in("run_schedule")
+    assert run in runner.get(change_url("digest")).content.decode()
+    assert runner.get(run).status_code == 405
+    response = runner.post(run, follow=True)
+    assert messages_of(response) == ["1 schedule run now (a task each)"]
+    assert response.redirect_chain[-1][0] == change_url("digest")
+    (task,) = Task.objects.all()
+    assert task.args == [1, 2]
+    missing = reverse("admin:jobs_schedule_run_now", args=["no-such"])
+    assert messages_of(runner.post(missing, follow=True)) == [
+        "No such schedule: deleted meanwhile?"
+    ]
+    nul = reverse("admin:jobs_schedule_run_now", args=["a\x00b"])
+    assert runner.post(nul).status_code == 302
+    assert Task.objects.count() == 1
+
+
 # Permissions -----------------------------------------------------------------------------------
 
 
