@@ -8,6 +8,7 @@ what the page shows.
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -17,6 +18,7 @@ from jobs.conf import jobs_settings
 from jobs.humanize import moment_text, seconds_text
 from jobs.maintenance import pausing
 from jobs.metrics import waiting
+from jobs.models import Task, TaskPause
 from jobs.states import Status
 from jobs.tasks.payload import queue_name_problem
 
@@ -48,6 +50,7 @@ def render_dashboard(request, context):
         # Due tasks a worker could take but for their concurrency key: apart from the queues'
         # waiting counts, which are tasks waiting for a worker (or for their time).
         held=waiting.held_by_keys(now=snap.now),
+        paused_types=paused_type_rows(snap.now),
         running_too_long=[_late_row(task) for task in snap.running_too_long],
         window=seconds_text(snap.window.total_seconds()),
         refresh_seconds=jobs_settings.DASHBOARD_REFRESH_SECONDS,
@@ -84,6 +87,69 @@ def pause_or_resume(request) -> tuple[str, int]:
     return f"Queue {queue} was already paused.", messages.WARNING
 
 
+def task_type_problem(name: str) -> str | None:
+    """What makes ``name`` no task type's name (the column's length, printable text), or None."""
+    limit = TaskPause._meta.get_field("name").max_length or 0
+    if len(name) > limit:
+        return f"it is {len(name):,} characters long, over the limit of {limit}"
+    if not name.isprintable():
+        return "it holds a character that is not printable (a tab, a newline, a NUL...)"
+    return None
+
+
+def pause_or_resume_task_type(request) -> tuple[str, int]:
+    """Pause or resume the task type named in the POST; return the message and its level."""
+    name = request.POST.get("name", "").strip()
+    if not name:
+        return "Name a task type to pause or resume.", messages.ERROR
+    problem = task_type_problem(name)
+    if problem:
+        return f"No task type has such a name: {problem}.", messages.ERROR
+    if request.POST.get("action") == "resume":
+        if pausing.resume_task_type(name, user=request.user):
+            return f"Task type {name} resumed: workers claim its tasks again.", messages.SUCCESS
+        return f"Task type {name} was not paused.", messages.WARNING
+    if not pausing.task_type_known(name):
+        return (
+            f"No task type named {name}: no task of that name is registered or stored "
+            "(a task's name is its module path and function, as the task list shows it).",
+            messages.ERROR,
+        )
+    if pausing.pause_task_type(name, user=request.user):
+        return (
+            f"Task type {name} paused: workers stop claiming its tasks, in every queue, at "
+            "their next look; its waiting tasks wait, running ones finish.",
+            messages.SUCCESS,
+        )
+    return f"Task type {name} was already paused.", messages.WARNING
+
+
+def _paused_type_row(pause: TaskPause, waiting_counts: dict[str, int]) -> dict:
+    return {
+        "name": pause.name,
+        "since": moment_text(pause.paused_at),
+        "by": getattr(pause.paused_by, "username", "") or "—",
+        "waiting": waiting_counts.get(pause.name, 0),
+        "url": _changelist(name=pause.name),
+    }
+
+
+def paused_type_rows(now) -> list[dict]:
+    """The paused task types, each with its waiting tasks (due or not), for the dashboard."""
+    pauses = list(TaskPause.objects.select_related("paused_by"))
+    if not pauses:
+        return []
+    names = [pause.name for pause in pauses]
+    counts = dict(
+        Task.objects.claimable()
+        .filter(name__in=names)
+        .order_by()
+        .values_list("name")
+        .annotate(n=Count("*"))
+    )
+    return [_paused_type_row(pause, counts) for pause in pauses]
+
+
 def _changelist(**filters) -> str:
     return f"{reverse('admin:jobs_task_changelist')}?{urlencode(filters)}"
 
@@ -114,9 +180,14 @@ def _queue_row(queue: metrics.QueueOverview) -> dict:
 
 
 def _worker_row(worker: metrics.WorkerStatus) -> dict:
+    caps = worker.queue_caps
     return {
         "worker": worker,
-        "queues": ", ".join(worker.queues) or "all",
+        "queues": ", ".join(
+            f"{queue} (at most {caps[queue]} at once)" if queue in caps else queue
+            for queue in worker.queues
+        )
+        or "all",
         "heartbeat": seconds_text(worker.heartbeat_age),
     }
 

@@ -15,6 +15,7 @@ from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
 from jobs import states
@@ -24,13 +25,14 @@ from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.humanize import moment_text, seconds_text
 from jobs.metrics import waiting as waiting_reasons
-from jobs.models import Task
+from jobs.models import Task, TaskPause
 from jobs.transitions import is_expired
 
 # Large JSON columns the changelist never shows: not read for a page of 100 rows.
 HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
 SUMMARY_SHOWN = 60  # characters of a summary in the task list
 PROGRESS_SHOWN = 60  # characters of the progress text in the task list
+PAUSE_TYPES = "jobs.pause_task_type"  # pausing and resuming a task type
 
 
 class TaskChangeList(ChangeList):
@@ -296,6 +298,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         return [
             path("dashboard/", view(self.dashboard_view), name="jobs_task_dashboard"),
             path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
+            path("dashboard/pause-type/", view(self.pause_type_view), name="jobs_task_pause_type"),
             path("errors/", view(self.errors_view), name="jobs_task_errors"),
             path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
             path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
@@ -320,6 +323,8 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
                 and task.run_after > timezone.now()
                 and self.has_retry_permission(request)
             )
+            extra_context["can_pause_type"] = request.user.has_perm(PAUSE_TYPES)
+            extra_context["type_paused"] = TaskPause.objects.filter(name=task.name).exists()
         return super().change_view(request, object_id, form_url, extra_context)
 
     def retry_view(self, request, object_id):
@@ -367,6 +372,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             # queue table 300 px short (the breadcrumbs still lead back).
             "is_nav_sidebar_enabled": False,
             "can_pause": request.user.has_perm("jobs.pause_queue"),
+            "can_pause_types": request.user.has_perm(PAUSE_TYPES),
         }
         return dashboard.render_dashboard(request, context)
 
@@ -384,3 +390,15 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         text, level = dashboard.pause_or_resume(request)
         self.message_user(request, text, level)
         return redirect(reverse("admin:jobs_task_dashboard"))
+
+    def pause_type_view(self, request):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not request.user.has_perm(PAUSE_TYPES):
+            raise PermissionDenied
+        text, level = dashboard.pause_or_resume_task_type(request)
+        self.message_user(request, text, level)
+        back = request.POST.get("next", "")  # the task page it was asked from, if on this site
+        if not url_has_allowed_host_and_scheme(back, {request.get_host()}, require_https=False):
+            back = reverse("admin:jobs_task_dashboard")
+        return redirect(back)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from jobs import metrics
 from jobs.conf import jobs_settings
 from jobs.limits import MAX_COUNT, is_number, is_seconds, seconds_expected
+from jobs.maintenance import pausing
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ class Health:
     problems: list[Problem] = field(default_factory=list)
     queues: int = 0
     heartbeat_age: float | None = None
+    # Paused task types, and their due tasks in the queues judged: they wait by an operator's
+    # choice, so they are told of, not counted against the queue (``jobs.maintenance.pausing``).
+    paused_task_types: list[str] = field(default_factory=list)
+    paused_waiting: int = 0
 
     @property
     def ok(self) -> bool:
@@ -70,14 +75,23 @@ class Health:
                 if self.heartbeat_age is None
                 else f", last heartbeat {self.heartbeat_age:.0f}s ago"
             )
-            return f"OK: {self.queues} queues within limits{beat}"
-        return "UNHEALTHY: " + "; ".join(problem.message for problem in self.problems)
+            return f"OK: {self.queues} queues within limits{beat}{self._paused()}"
+        problems = "; ".join(problem.message for problem in self.problems)
+        return f"UNHEALTHY: {problems}{self._paused()}"
+
+    def _paused(self) -> str:
+        if not self.paused_task_types:
+            return ""
+        names = ", ".join(self.paused_task_types)
+        return f"; paused task types: {names} ({self.paused_waiting} tasks waiting)"
 
     def as_dict(self) -> dict:
         return {
             "status": "ok" if self.ok else "unhealthy",
             "reason": self.reason,
             "problems": [asdict(problem) for problem in self.problems],
+            "paused_task_types": self.paused_task_types,
+            "paused_waiting": self.paused_waiting,
         }
 
 
@@ -93,7 +107,13 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
     def wanted(queue):
         return not queues or queue in queues
 
-    waiting = {q: age for q, age in metrics.oldest_waiting(now=now).items() if wanted(q)}
+    paused_types = pausing.paused_task_types()
+    oldest = metrics.oldest_waiting(now=now, except_names=paused_types)
+    waiting = {q: age for q, age in oldest.items() if wanted(q)}
+    health.paused_task_types = sorted(paused_types)
+    health.paused_waiting = sum(
+        n for q, n in metrics.waiting_of_names(paused_types, now=now).items() if wanted(q)
+    )
     for queue, age in sorted(waiting.items()):
         if age > limits.max_wait:
             health.problems.append(
