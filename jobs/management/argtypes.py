@@ -67,14 +67,6 @@ def queue_name(text: str) -> str:
     return text
 
 
-def queue_list(text: str) -> list[str]:
-    """Comma-separated queue names, each stripped: every name enqueue accepts is selectable."""
-    queues = [name.strip() for name in text.split(",") if name.strip()]
-    if not queues:
-        raise argparse.ArgumentTypeError("name at least one queue, e.g. --queues default,emails")
-    return [queue_name(name) for name in queues]
-
-
 queue_cap = number(int, at_least=1, at_most=limits.max_concurrency,
                    beyond="JOBS_MAX_CONCURRENCY raises the limit")  # fmt: skip
 

@@ -4,9 +4,9 @@ A waiting task (pending or retrying) is not taken by a worker for one or more of
 it is due later (``run_after`` in the future: a delay, a snooze or a retry's backoff), its
 concurrency key already has ``concurrency_limit`` running tasks, its queue is paused, or its task
 type is paused (``jobs.maintenance.pausing``). It may also have a deadline (``expires_at``) after
-which it never starts. ``why_waiting`` reads one task (at most three queries: the running count
-of its key, the pause of its queue, the pause of its type), ``why_waiting_many`` a page of tasks
-(three queries in all, whatever the number of rows), ``held_by_keys`` the dashboard's figures.
+which it never starts. ``why_waiting`` reads one task (at most two queries: the running count
+of its key, the pauses of its queue and its type), ``why_waiting_many`` a page of tasks
+(two queries in all, whatever the number of rows), ``held_by_keys`` the dashboard's figures.
 
 Two kinds of words: the operator's (``operator_lines``, ``compact_text``) name the key; the
 owner's (``owner_message``) never do, since a key may hold another customer's id.
@@ -103,19 +103,20 @@ def _waiting(tasks) -> list[Task]:
 
 
 def why_waiting(task: Task, *, now=None) -> Waiting | None:
-    """Return why ``task`` waits, or None if it is not waiting (at most three queries)."""
+    """Return why ``task`` waits, or None if it is not waiting (at most two queries)."""
     return why_waiting_many([task], now=now).get(task.pk)
 
 
 def why_waiting_many(tasks, *, now=None) -> dict:
-    """Return ``{pk: Waiting}`` for the waiting ones of ``tasks``: three queries at most in all."""
+    """Return ``{pk: Waiting}`` for the waiting ones of ``tasks``: two queries at most in all."""
     now = now or timezone.now()
     waiting = _waiting(tasks)
     if not waiting:
         return {}
     running = _running_by_key(task.concurrency_key for task in waiting)
-    paused = pausing.paused_among({task.queue for task in waiting})
-    paused_types = pausing.paused_task_types_among({task.name for task in waiting})
+    paused, paused_types = pausing.paused_of(
+        {task.queue for task in waiting}, {task.name for task in waiting}
+    )
     found = {task.pk: _reason(task, now, running, paused, paused_types) for task in waiting}
     return {pk: reason for pk, reason in found.items() if reason is not None}
 
