@@ -1,7 +1,8 @@
 """One rule for a queue name, wherever a name enters: enqueue, the commands, the admin, settings.
 
 A name enqueue accepts must be one ``runworker --queues`` can select (a comma-separated list,
-each name stripped, with an optional cap after a colon), and one ``jobs_health --queue`` and the pause form take as it is.
+each name stripped, with an optional cap after a colon), and one ``jobs_health --queue`` and
+the pause form take as it is.
 """
 
 import pytest
