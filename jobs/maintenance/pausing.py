@@ -15,6 +15,7 @@ from django.db.models import Value
 from django.utils import timezone
 
 from jobs.models import QueuePause, Task, TaskPause
+from jobs.tasks.discovery import discover_task_modules
 from jobs.tasks.registry import registered_names
 
 logger = logging.getLogger(__name__)
@@ -76,9 +77,16 @@ def log_changes(previous: frozenset, queues, *, worker_id: str) -> frozenset:
 
 
 def task_type_known(name: str) -> bool:
-    """Whether ``name`` is a task type: registered in this process, or carried by a stored task
-    (a name nothing knows is a typo, and pausing it would pause nothing)."""
-    return name in registered_names() or Task.objects.filter(name=name).exists()
+    """Whether ``name`` is a task type: carried by a stored task, or declared in an app's tasks
+    module (a name nothing knows is a typo, and pausing it would pause nothing).
+
+    The apps' tasks modules are imported first if this process has not (a web process may not
+    have), as a worker does; never a module the name itself would point to.
+    """
+    if Task.objects.filter(name=name).exists() or name in registered_names():
+        return True
+    discover_task_modules()
+    return name in registered_names()
 
 
 def pause_task_type(name: str, *, user=None, now=None) -> bool:
