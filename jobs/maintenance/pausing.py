@@ -118,7 +118,7 @@ def paused_task_types() -> set[str]:
 def paused_of(queues, names) -> tuple[set[str], set[str]]:
     """Return which of ``queues`` and which of the task types ``names`` are paused, in one
     query (a page of the task list asks for both)."""
-    kinds = {"queue": set(), "type": set()}
+    kinds: dict[str, set[str]] = {"queue": set(), "type": set()}
     queue_rows = (
         QueuePause.objects.filter(queue__in=sorted(queues)).order_by().annotate(kind=Value("queue"))
     )
