@@ -12,6 +12,7 @@ from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from jobs import metrics
 from jobs.conf import jobs_settings
@@ -122,6 +123,15 @@ def pause_or_resume_task_type(request) -> tuple[str, int]:
             messages.SUCCESS,
         )
     return f"Task type {name} was already paused.", messages.WARNING
+
+
+def way_back(request) -> str:
+    """Where a pause or resume of a task type returns: the page it was asked from (a task's),
+    if it is on this site, else the dashboard."""
+    back = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(back, {request.get_host()}, require_https=False):
+        return back
+    return reverse("admin:jobs_task_dashboard")
 
 
 def _paused_type_row(pause: TaskPause, waiting_counts: dict[str, int]) -> dict:

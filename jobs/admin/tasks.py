@@ -15,7 +15,6 @@ from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 
 from jobs import states
@@ -398,7 +397,4 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             raise PermissionDenied
         text, level = dashboard.pause_or_resume_task_type(request)
         self.message_user(request, text, level)
-        back = request.POST.get("next", "")  # the task page it was asked from, if on this site
-        if not url_has_allowed_host_and_scheme(back, {request.get_host()}, require_https=False):
-            back = reverse("admin:jobs_task_dashboard")
-        return redirect(back)
+        return redirect(dashboard.way_back(request))
