@@ -325,6 +325,12 @@ class Worker(models.Model):
     hostname = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
     queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
+    queue_caps = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The most tasks of a queue it runs at once, by queue (runworker --queues "
+        "imports:2); a queue not named is capped only by its concurrency.",
+    )
     concurrency = models.PositiveIntegerField()
     # As reported at its last heartbeat. in_flight counts every task it holds: running in a
     # child, claimed ahead for a child about to be free, or finished with its success not yet
@@ -385,6 +391,27 @@ class QueuePause(models.Model):
 
     def __str__(self):
         return f"{self.queue} (paused)"
+
+
+class TaskPause(models.Model):
+    """A paused task type: workers claim none of its tasks, in any queue, while this row exists."""
+
+    name = models.CharField(primary_key=True, max_length=200)  # as its rows carry it
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("pause_task_type", "Can pause and resume task types")]
+
+    def __str__(self):
+        return f"{self.name} (paused)"
 
 
 class Schedule(models.Model):

@@ -9,9 +9,11 @@ from datetime import UTC
 from urllib.parse import urlencode
 
 from django.contrib import messages
+from django.db.models import Count
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from jobs import metrics
 from jobs.admin import banner, panels
@@ -19,6 +21,7 @@ from jobs.conf import jobs_settings
 from jobs.humanize import moment_text, seconds_text
 from jobs.maintenance import pausing
 from jobs.metrics import waiting
+from jobs.models import Task, TaskPause
 from jobs.states import Status
 from jobs.tasks.payload import queue_name_problem
 
@@ -54,6 +57,7 @@ def render_dashboard(request, context):
         held=held,
         held_text=panels.held_text(held),
         tables=panels.tables(snap, held),
+        paused_types=paused_type_rows(snap.now),
         window=seconds_text(snap.window.total_seconds()),
         live_url=reverse("admin:jobs_task_live_dashboard"),
         live_interval=live_interval_ms(),
@@ -136,6 +140,78 @@ def _no_queue(minutes: int) -> metrics.QueueOverview:
         paused=False,
         finished_last_minute=0,
     )
+
+
+def task_type_problem(name: str) -> str | None:
+    """What makes ``name`` no task type's name (the column's length, printable text), or None."""
+    limit = TaskPause._meta.get_field("name").max_length or 0
+    if len(name) > limit:
+        return f"it is {len(name):,} characters long, over the limit of {limit}"
+    if not name.isprintable():
+        return "it holds a character that is not printable (a tab, a newline, a NUL...)"
+    return None
+
+
+def pause_or_resume_task_type(request) -> tuple[str, int]:
+    """Pause or resume the task type named in the POST; return the message and its level."""
+    name = request.POST.get("name", "").strip()
+    if not name:
+        return "Name a task type to pause or resume.", messages.ERROR
+    problem = task_type_problem(name)
+    if problem:
+        return f"No task type has such a name: {problem}.", messages.ERROR
+    if request.POST.get("action") == "resume":
+        if pausing.resume_task_type(name, user=request.user):
+            return f"Task type {name} resumed: workers claim its tasks again.", messages.SUCCESS
+        return f"Task type {name} was not paused.", messages.WARNING
+    if not pausing.task_type_known(name):
+        return (
+            f"No task type named {name}: no task of that name is registered or stored "
+            "(a task's name is its module path and function, as the task list shows it).",
+            messages.ERROR,
+        )
+    if pausing.pause_task_type(name, user=request.user):
+        return (
+            f"Task type {name} paused: workers stop claiming its tasks, in every queue, at "
+            "their next look; its waiting tasks wait, running ones finish.",
+            messages.SUCCESS,
+        )
+    return f"Task type {name} was already paused.", messages.WARNING
+
+
+def way_back(request) -> str:
+    """Where a pause or resume of a task type returns: the page it was asked from (a task's),
+    if it is on this site, else the dashboard."""
+    back = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(back, {request.get_host()}, require_https=False):
+        return back
+    return reverse("admin:jobs_task_dashboard")
+
+
+def _paused_type_row(pause: TaskPause, waiting_counts: dict[str, int]) -> dict:
+    return {
+        "name": pause.name,
+        "since": moment_text(pause.paused_at),
+        "by": getattr(pause.paused_by, "username", "") or "—",
+        "waiting": waiting_counts.get(pause.name, 0),
+        "url": _changelist(name=pause.name),
+    }
+
+
+def paused_type_rows(now) -> list[dict]:
+    """The paused task types, each with its waiting tasks (due or not), for the dashboard."""
+    pauses = list(TaskPause.objects.select_related("paused_by"))
+    if not pauses:
+        return []
+    names = [pause.name for pause in pauses]
+    counts = dict(
+        Task.objects.claimable()
+        .filter(name__in=names)
+        .order_by()
+        .values_list("name")
+        .annotate(n=Count("*"))
+    )
+    return [_paused_type_row(pause, counts) for pause in pauses]
 
 
 def _changelist(**filters) -> str:

@@ -62,10 +62,22 @@ def _moment(at, pattern: str) -> str:
     return dateformat.format(timezone.localtime(at), pattern)
 
 
+def _queues_text(worker: metrics.WorkerStatus) -> str:
+    """A worker's queues, each with its cap in this worker (``--queues imports:2``), if any."""
+    caps = worker.queue_caps
+    return (
+        ", ".join(
+            f"{queue} (at most {caps[queue]} at once)" if queue in caps else queue
+            for queue in worker.queues
+        )
+        or "all"
+    )
+
+
 def _worker(worker: metrics.WorkerStatus) -> list[dict]:
     return [
         cell(worker.id, code=True),
-        cell(", ".join(worker.queues) or "all"),
+        cell(_queues_text(worker)),
         cell(f"{worker.busy_processes} of {worker.concurrency}", num=True),
         cell(worker.running_tasks, num=True),
         cell(worker.running, num=True),

@@ -25,9 +25,10 @@ from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.humanize import seconds_text
 from jobs.metrics import waiting as waiting_reasons
-from jobs.models import Task
+from jobs.models import Task, TaskPause
 
 SUMMARY_SHOWN = 60  # characters of a summary in the task list
+PAUSE_TYPES = "jobs.pause_task_type"  # pausing and resuming a task type
 
 
 class TaskChangeList(ChangeList):
@@ -298,6 +299,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
                 "<path:object_id>/live/", live.view(self, live.one_task), name="jobs_task_live_one"
             ),
             path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
+            path("dashboard/pause-type/", view(self.pause_type_view), name="jobs_task_pause_type"),
             path("errors/", view(self.errors_view), name="jobs_task_errors"),
             path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
             path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
@@ -316,6 +318,8 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             extra_context["may_cancel"] = self.has_cancel_permission(request)
             extra_context["live_url"] = reverse("admin:jobs_task_live_one", args=[quote(task.pk)])
             extra_context["live_interval"] = dashboard.live_interval_ms()
+            extra_context["can_pause_type"] = request.user.has_perm(PAUSE_TYPES)
+            extra_context["type_paused"] = TaskPause.objects.filter(name=task.name).exists()
         return super().change_view(request, object_id, form_url, extra_context)
 
     def offered_actions(self, request, task) -> dict[str, bool]:
@@ -379,6 +383,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             # queue table 300 px short (the breadcrumbs still lead back).
             "is_nav_sidebar_enabled": False,
             "can_pause": request.user.has_perm("jobs.pause_queue"),
+            "can_pause_types": request.user.has_perm(PAUSE_TYPES),
         }
         return dashboard.render_dashboard(request, context)
 
@@ -396,3 +401,12 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         text, level = dashboard.pause_or_resume(request)
         self.message_user(request, text, level)
         return redirect(reverse("admin:jobs_task_dashboard"))
+
+    def pause_type_view(self, request):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not request.user.has_perm(PAUSE_TYPES):
+            raise PermissionDenied
+        text, level = dashboard.pause_or_resume_task_type(request)
+        self.message_user(request, text, level)
+        return redirect(dashboard.way_back(request))

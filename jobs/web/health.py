@@ -79,6 +79,10 @@ class Health:
     queues: int = 0
     heartbeat_age: float | None = None
     paused: list[Paused] = field(default_factory=list)
+    # Paused task types, and their due tasks in the queues judged: they wait by an operator's
+    # choice, so they are told of, not counted against the queue (``jobs.maintenance.pausing``).
+    paused_task_types: list[str] = field(default_factory=list)
+    paused_waiting: int = 0
 
     @property
     def ok(self) -> bool:
@@ -95,7 +99,13 @@ class Health:
             line = f"OK: {self.queues} queues within limits{beat}"
         else:
             line = "UNHEALTHY: " + "; ".join(problem.message for problem in self.problems)
-        return "; ".join([line, *(pause.message for pause in self.paused)])
+        return "; ".join([line, *(pause.message for pause in self.paused)]) + self._types_text()
+
+    def _types_text(self) -> str:
+        if not self.paused_task_types:
+            return ""
+        names = ", ".join(self.paused_task_types)
+        return f"; paused task types: {names} ({self.paused_waiting} tasks waiting)"
 
     def as_dict(self) -> dict:
         return {
@@ -103,6 +113,8 @@ class Health:
             "reason": self.reason,
             "problems": [asdict(problem) for problem in self.problems],
             "paused": [asdict(pause) for pause in self.paused],
+            "paused_task_types": self.paused_task_types,
+            "paused_waiting": self.paused_waiting,
         }
 
 
@@ -123,11 +135,13 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
     health.heartbeat_age = metrics.last_heartbeat_age(now=now)
     if health.heartbeat_age is None or health.heartbeat_age > limits.heartbeat:
         health.problems.append(_no_worker(health.heartbeat_age, limits.heartbeat))
-    waiting = {
-        q: age
-        for q, age in metrics.oldest_waiting(now=now).items()
-        if wanted(q) and q not in paused
-    }
+    paused_types = pausing.paused_task_types()
+    oldest = metrics.oldest_waiting(now=now, except_names=paused_types)
+    waiting = {q: age for q, age in oldest.items() if wanted(q) and q not in paused}
+    health.paused_task_types = sorted(paused_types)
+    health.paused_waiting = sum(
+        n for q, n in metrics.waiting_of_names(paused_types, now=now).items() if wanted(q)
+    )
     for queue, age in sorted(waiting.items(), key=lambda item: (-item[1], item[0])):
         if age > limits.max_wait:
             health.problems.append(

@@ -46,6 +46,7 @@ class LeaseKeeper:
         worker_id: str,
         queues,
         *,
+        queue_caps=None,
         concurrency: int,
         lease_seconds: float,
         retry,
@@ -73,6 +74,7 @@ class LeaseKeeper:
         operator asked for it on the worker's row (``Worker.stop_requested_at``).
         """
         self.worker_id, self.queues = worker_id, queues
+        self.queue_caps = dict(queue_caps or {})  # as the worker's row records them
         self.concurrency, self.lease_seconds = concurrency, lease_seconds
         self._retry, self._clock = retry, clock
         self._holding, self._completing, self._running = holding, completing, running
@@ -84,6 +86,7 @@ class LeaseKeeper:
         self._database_down_since: float | None = None  # ``clock`` time of the fault, if any
         self._unleased: set[uuid.UUID] = set()  # tasks stopped: their lease may have lapsed
         self._paused: frozenset[str] = frozenset()  # queues of this worker paused, as logged
+        self._paused_types: frozenset[str] = frozenset()  # task types paused, as logged
 
     # The worker's row --------------------------------------------------------------------------
 
@@ -99,6 +102,7 @@ class LeaseKeeper:
             hostname=hostname,
             pid=int(pid),
             queues=self.queues,
+            queue_caps=self.queue_caps,
             concurrency=self.concurrency,
         )
 
@@ -206,6 +210,9 @@ class LeaseKeeper:
             self._drain()
         # The claim itself skips paused queues; this only tells the operator reading the log.
         self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
+        self._paused_types = pausing.log_task_type_changes(
+            self._paused_types, worker_id=self.worker_id
+        )
         running = {claimed.id for claimed in self._running()}
         if self._cancel is not None:
             self._cancel({task_id for task_id in cancel_requests if task_id in running})
