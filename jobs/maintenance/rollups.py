@@ -33,7 +33,7 @@ from django.db.models.functions import TruncHour
 
 from jobs.conf import jobs_settings
 from jobs.maintenance import locks
-from jobs.metrics.rollups import Figures, minute_figures
+from jobs.metrics.rollups import Figures, minute_figures, rolled_until
 from jobs.models import RollupMark, Task, TaskRollup
 from jobs.states import TERMINAL
 
@@ -77,11 +77,6 @@ def catch_up(*, now, rounds: int = 100_000) -> int:
 def settled(now):
     """Return the end of the minutes that can be rolled up at ``now`` (``SETTLE`` before it)."""
     return _minute(now - SETTLE)
-
-
-def rolled_until(span: int):
-    """Return the mark of ``span``: every bucket before it is written (None: none yet)."""
-    return RollupMark.objects.filter(span=span).values_list("rolled_until", flat=True).first()
 
 
 def roll_minutes(*, now) -> int:

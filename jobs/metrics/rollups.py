@@ -16,7 +16,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from django.db.models.functions import TruncMinute
 
 from jobs.metrics.window import RAN
-from jobs.models import Task
+from jobs.models import RollupMark, Task
 from jobs.states import Status
 
 # Upper bounds of the histogram's bins, in seconds (1-2-5 steps, then minutes, hours, a day); a
@@ -71,6 +71,12 @@ class Figures:
 
     def wait_percentile(self, fraction: float) -> float | None:
         return percentile(self.wait_bins, fraction)
+
+
+def rolled_until(span: int):
+    """Return the mark of the buckets of ``span`` seconds (60 or 3600): every bucket before it
+    is written (None: none yet)."""
+    return RollupMark.objects.filter(span=span).values_list("rolled_until", flat=True).first()
 
 
 def percentile(bins: list[int], fraction: float) -> float | None:
