@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from jobs import metrics
+from jobs.admin import history
 from jobs.conf import jobs_settings
 from jobs.humanize import moment_text, seconds_text
 from jobs.maintenance import pausing
@@ -58,6 +59,7 @@ def render_dashboard(request, context):
             running=seconds_text(jobs_settings.RUNNING_WARNING_SECONDS),
         ),
     )
+    context.update(history.dashboard_context(request))  # its own section: history_section.html
     return TemplateResponse(request, "admin/jobs/dashboard.html", context)
 
 
