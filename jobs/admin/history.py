@@ -3,6 +3,7 @@ per task type, and a page per task type. Numbers from ``jobs.metrics.history`` (
 this module only formats them, as inline SVG coloured by the admin's CSS variables so that the
 charts follow its light and dark themes (``jobs/admin/history.css``)."""
 
+from typing import cast
 from urllib.parse import urlencode
 
 from django.http import Http404
@@ -21,7 +22,7 @@ from jobs.models import Task
 from jobs.tasks.payload import check_name
 
 ERRORS_SHOWN = 20  # distinct errors on a task type's page
-NAME_LENGTH = Task._meta.get_field("name").max_length
+NAME_LENGTH = cast(int, Task._meta.get_field("name").max_length)
 LABELS = {"hour": "last hour", "day": "last day", "week": "last week"}
 
 
@@ -105,9 +106,7 @@ def _figures(whole: Figures) -> dict:
     rate = whole.failure_rate
     return {
         "finished": whole.finished,
-        "succeeded": whole.succeeded,
-        "failed": whole.failed,
-        "cancelled": whole.cancelled,
+        **{status: getattr(whole, status) for status in Figures.COUNTS[:3]},
         "retried": whole.retried,
         "failure_rate": "—" if rate is None else f"{rate:.1%}",
         "run_p50": seconds_text(whole.run_percentile(0.5)),
@@ -135,9 +134,8 @@ SMALL = (160, 28)
 def finished_chart(slots, figures: list[Figures], slot_seconds: int, *, small=False):
     """Stack, per slot, the tasks that succeeded, failed and were cancelled, as SVG bars."""
     layers = [
-        ("jobs-h-succeeded", "succeeded", [f.succeeded for f in figures]),
-        ("jobs-h-failed", "failed", [f.failed for f in figures]),
-        ("jobs-h-cancelled", "cancelled", [f.cancelled for f in figures]),
+        (f"jobs-h-{status}", status, [getattr(f, status) for f in figures])
+        for status in Figures.COUNTS[:3]
     ]
     top = max([f.finished for f in figures] + [1])
     width, height = SMALL if small else (WIDTH, HEIGHT)
@@ -146,7 +144,7 @@ def finished_chart(slots, figures: list[Figures], slot_seconds: int, *, small=Fa
     slot = (width - left) / len(slots)
     shapes = []
     for i, moment in enumerate(slots):
-        y = height - bottom
+        y = float(height - bottom)
         tip = ", ".join(f"{layer[2][i]} {layer[1]}" for layer in layers)
         for css, _, values in layers:
             h = values[i] / top * plot_h

@@ -133,7 +133,7 @@ def roll_hours(*, now) -> int:
     ).annotate(hour=TruncHour("bucket_at", tzinfo=UTC))
     for row in minute_rows.iterator(chunk_size=2000):
         sums.setdefault((row.hour, row.queue, row.name), Figures()).add(row)
-    rows = [_rollup(HOUR, *key, figures) for key, figures in sums.items()]
+    rows = [_rollup(HOUR, at, queue, name, one) for (at, queue, name), one in sums.items()]
     return _advance(HOUR, mark, end, rows)
 
 

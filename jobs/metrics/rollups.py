@@ -43,7 +43,9 @@ class Figures:
     run_bins: list[int] = field(default_factory=lambda: [0] * BINS)
     wait_bins: list[int] = field(default_factory=lambda: [0] * BINS)
 
-    COUNTS = ("succeeded", "failed", "cancelled", "retried", "ran", "run_seconds", "wait_seconds")
+    # The counts by how tasks ended are named after their statuses.
+    COUNTS = (*(str(status) for status in (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)),
+              "retried", "ran", "run_seconds", "wait_seconds")  # fmt: skip
 
     def add(self, other) -> "Figures":
         """Add ``other`` (Figures, a TaskRollup or a row dict of ``minute_figures``) in place."""
@@ -123,9 +125,7 @@ def minute_figures(start, end) -> list[dict]:
         .annotate(minute=TruncMinute("finished_at", tzinfo=UTC), run=run, wait=wait)
     )
     sums = {
-        "succeeded": Count("pk", filter=Q(status=Status.SUCCEEDED)),
-        "failed": Count("pk", filter=Q(status=Status.FAILED)),
-        "cancelled": Count("pk", filter=Q(status=Status.CANCELLED)),
+        **{str(s): Count("pk", filter=Q(status=s)) for s in Figures.COUNTS[:3]},
         "retried": Count("pk", filter=Q(attempts__gt=1)),
         "ran": Count("pk", filter=RAN),
         "run_total": Sum("run", filter=RAN),

@@ -84,7 +84,12 @@ def test_a_task_type_page_shows_its_own_figures(viewer, now):
     response = type_page(viewer, "app.a")
     assert response.status_code == 200
     page = response.content.decode()
-    for figure, value in [("finished", 5), ("succeeded", 3), ("failed", 1), ("retried", 3)]:
+    for figure, value in [
+        ("finished", 5),
+        ("succeeded-count", 3),
+        ("failed-count", 1),
+        ("retried", 3),
+    ]:
         assert f'data-figure="{figure}">{value}</td>' in page
     assert 'data-figure="failure_rate">25.0%</td>' in page
     # Read back from the bins: the four runs of 2 s lie in the bin of 1 to 2 s.
