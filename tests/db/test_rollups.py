@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import checks, metrics
-from jobs.maintenance import rollups
+from jobs.maintenance import pruning, rollups
 from jobs.maintenance import rounds as maintenance
 from jobs.metrics import rollups as figures
 from jobs.metrics.rollups import BOUNDS, bin_of, percentile
@@ -292,3 +292,24 @@ def test_two_rounds_at_once_write_each_bucket_once(now, monkeypatch):
     total = sum(r.succeeded + r.failed + r.cancelled for r in TaskRollup.objects.all())
     assert total == len(tasks)
     assert RollupMark.objects.get(span=60).rolled_until is not None
+
+
+def test_pruning_in_the_middle_of_a_rollup_deletes_none_of_its_tasks(settings, now, monkeypatch):
+    settings.JOBS_PRUNE_AFTER = {"succeeded": 60}
+    tasks = [finished(Status.SUCCEEDED, now - timedelta(minutes=30 - i)) for i in range(6)]
+    read = figures.minute_figures
+    pruned = []
+
+    def read_then_prune(start, end):
+        rows = read(start, end)
+        # Another worker's bounded pass, between the rollup's read and its write.
+        pruned.append(pruning.prune(now=now, max_batches=10).total)
+        return rows
+
+    monkeypatch.setattr(rollups, "minute_figures", read_then_prune)
+    assert rollups.roll_minutes(now=now) == 6
+    assert pruned == [0]
+    assert Task.objects.filter(pk__in=[t.pk for t in tasks]).count() == 6
+    # Counted now: the next pass deletes them, and the hour still counts them.
+    assert pruning.prune(now=now, max_batches=10).total == 6
+    assert sum(f.succeeded for f in metrics.history("hour", now=now).total()) == 6
