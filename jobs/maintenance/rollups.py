@@ -43,10 +43,10 @@ MINUTE, HOUR = 60, 3600
 SETTLE = timedelta(minutes=2)
 # Tasks of each finished status rolled up per round at most, in one grouped query; measured
 # in benchmarks/history.py.
-CHUNK_ROWS = 10_000
+CHUNK_ROWS = 2_000
 CHUNK_HOURS = 24  # hours written per round at most
 MINUTES_KEPT = timedelta(days=1)
-DELETE_BATCH = 5000
+DELETE_BATCH = 1000
 LOCK_NAME = "rollup"
 
 
@@ -132,7 +132,10 @@ def roll_hours(*, now) -> int:
         span=MINUTE, bucket_at__gte=start, bucket_at__lt=end
     ).annotate(hour=TruncHour("bucket_at", tzinfo=UTC))
     for row in minute_rows.iterator(chunk_size=2000):
-        sums.setdefault((row.hour, row.queue, row.name), Figures()).add(row)
+        key = (row.hour, row.queue, row.name)
+        if key not in sums:
+            sums[key] = Figures()
+        sums[key].add(row)
     rows = [_rollup(HOUR, at, queue, name, one) for (at, queue, name), one in sums.items()]
     return _advance(HOUR, mark, end, rows)
 

@@ -81,5 +81,7 @@ def history(period: str = "hour", *, now=None, name: str | None = None) -> Histo
         for row in source.order_by().iterator(chunk_size=2000):
             index = int((row.bucket_at - start).total_seconds() // slot)
             for key, series in ((row.queue, found.per_queue), (row.name, found.per_name)):
-                series.setdefault(key, [Figures() for _ in range(count)])[index].add(row)
+                if key not in series:  # not setdefault: its default would be built every row
+                    series[key] = [Figures() for _ in range(count)]
+                series[key][index].add(row)
     return found
