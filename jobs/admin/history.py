@@ -10,7 +10,8 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from jobs import metrics
 from jobs.admin import errors
@@ -142,26 +143,40 @@ def finished_chart(slots, figures: list[Figures], slot_seconds: int, *, small=Fa
     left, bottom = (0, 0) if small else (LEFT, BOTTOM)
     plot_h = height - bottom - (0 if small else 8)
     slot = (width - left) / len(slots)
+    width_text = f"{max(slot - 0.4, 0.4):.1f}"
     shapes = []
     for i, moment in enumerate(slots):
         y = float(height - bottom)
-        tip = ", ".join(f"{layer[2][i]} {layer[1]}" for layer in layers)
+        # A small chart is a picture of its row (aria-hidden): no title per bar to build.
+        tip = "" if small else _tip(moment, [(layer[1], layer[2][i]) for layer in layers])
         for css, _, values in layers:
             h = values[i] / top * plot_h
             if h:
                 y -= h
+                # Numbers and our own class names; the one text, the tip, is escaped.
                 shapes.append(
-                    (css, f"{left + i * slot:.1f}", f"{y:.1f}", f"{max(slot - 0.4, 0.4):.1f}",
-                     f"{h:.1f}", f"{moment_text(moment)}: {tip}")
-                )  # fmt: skip
-    bars = format_html_join(
-        "",
-        '<rect class="{}" x="{}" y="{}" width="{}" height="{}"><title>{}</title></rect>',
-        shapes,
-    )
+                    f'<rect class="{css}" x="{left + i * slot:.1f}" y="{y:.1f}" '
+                    f'width="{width_text}" height="{h:.1f}">{tip}</rect>'
+                )
+    bars = mark_safe("".join(shapes))
     per = seconds_text(slot_seconds)
     label = f"Tasks finished per {per}, {len(slots)} slots, at most {top} in one"
-    return _svg(width, height, label, bars, "" if small else _axes(slots, str(top), width))
+    if small:
+        return format_html(
+            '<svg class="jobs-h-chart" viewBox="0 0 {} {}" width="{}" height="{}" '
+            'aria-hidden="true">{}</svg>',
+            width,
+            height,
+            width,
+            height,
+            bars,
+        )
+    return _svg(width, height, label, bars, _axes(slots, str(top), width))
+
+
+def _tip(moment, counts) -> str:
+    text = ", ".join(f"{n} {label}" for label, n in counts)
+    return f"<title>{escape(moment_text(moment))}: {escape(text)}</title>"
 
 
 def rate_chart(slots, figures: list[Figures]):

@@ -9,6 +9,7 @@ falls in (as Prometheus' ``histogram_quantile`` does), so a figure read back lie
 bin as the exact ``percentile_cont`` of the rows, never farther off than that bin's width.
 """
 
+import operator
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 
@@ -49,13 +50,22 @@ class Figures:
 
     def add(self, other) -> "Figures":
         """Add ``other`` (Figures, a TaskRollup or a row dict of ``minute_figures``) in place."""
-        get = other.get if isinstance(other, dict) else lambda name: getattr(other, name)
-        for name in self.COUNTS:
-            setattr(self, name, getattr(self, name) + (get(name) or 0))
-        for name in ("run_bins", "wait_bins"):
-            bins = get(name) or []
-            if len(bins) == BINS:  # a row of other bounds would count in the wrong bins
-                setattr(self, name, [a + b for a, b in zip(getattr(self, name), bins, strict=True)])
+        if isinstance(other, dict):
+            other = Figures(**{name: other.get(name) or 0 for name in self.COUNTS},
+                            run_bins=other["run_bins"], wait_bins=other["wait_bins"])  # fmt: skip
+        # Spelled out: the week's charts add some 8,000 rollups, and this is their loop.
+        self.succeeded += other.succeeded
+        self.failed += other.failed
+        self.cancelled += other.cancelled
+        self.retried += other.retried
+        self.ran += other.ran
+        self.run_seconds += other.run_seconds
+        self.wait_seconds += other.wait_seconds
+        # A row of other bounds would count in the wrong bins: left out.
+        if len(other.run_bins) == BINS:
+            self.run_bins = list(map(operator.add, self.run_bins, other.run_bins))
+        if len(other.wait_bins) == BINS:
+            self.wait_bins = list(map(operator.add, self.wait_bins, other.wait_bins))
         return self
 
     @property
