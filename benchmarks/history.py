@@ -83,9 +83,10 @@ def idle_rounds():
 
 def measure(runs: int):
     from django.contrib.auth import get_user_model
-    from django.test import Client
+    from django.test import Client, RequestFactory
 
     from jobs import metrics
+    from jobs.admin import history
 
     user, _ = get_user_model().objects.get_or_create(
         username="bench-admin", defaults={"is_staff": True, "is_superuser": True}
@@ -105,6 +106,9 @@ def measure(runs: int):
         "dashboard, history of the day": page("/admin/jobs/task/dashboard/?history=day"),
         "dashboard, history of the week": page("/admin/jobs/task/dashboard/?history=week"),
         "task type page, week": page("/admin/jobs/task/task-type/?name=app.task_3&history=week"),
+        "history section alone, week": lambda: history.dashboard_context(
+            RequestFactory().get("/", {"history": "week"})
+        ),
         "metrics.history('week')": lambda: metrics.history("week"),
         "metrics.history('day')": lambda: metrics.history("day"),
         "metrics.history('hour')": lambda: metrics.history("hour"),
