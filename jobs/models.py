@@ -341,6 +341,17 @@ class Worker(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat_at = models.DateTimeField(default=timezone.now)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # Set by an operator (the admin's "stop after current tasks"); the worker reads it at its
+    # heartbeat, claims nothing more, finishes what it runs and exits.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
 
     objects = WorkerQuerySet.as_manager()
 
@@ -349,6 +360,7 @@ class Worker(models.Model):
         indexes = [
             models.Index(fields=["stopped_at", "last_heartbeat_at"], name="jobs_worker_alive_idx")
         ]
+        permissions = [("stop_worker", "Can ask workers to stop after their current tasks")]
 
     def __str__(self):
         return self.id
@@ -376,13 +388,18 @@ class QueuePause(models.Model):
 
 
 class Schedule(models.Model):
-    """The state of one periodic schedule: what workers last enqueued for it, and when next.
+    """One periodic schedule: what it runs, when workers last enqueued it, and when next.
 
     Schedules are declared in settings (``JOBS_SCHEDULES``) or code
-    (``jobs.maintenance.periodic``); workers
-    mirror each declaration here so the admin can show it. The row holds no lock: one enqueue
-    per due time comes from the task table's unique idempotency key.
+    (``jobs.maintenance.periodic``), and workers mirror each declaration here so the admin can
+    show it (``source`` "code"); or they are added in the admin, and the row is the schedule
+    (``source`` "admin"). The row holds no lock: one enqueue per due time comes from the task
+    table's unique idempotency key.
     """
+
+    class Source(models.TextChoices):
+        CODE = "code", "settings or code"
+        ADMIN = "admin", "admin"
 
     name = models.CharField(primary_key=True, max_length=200)
     task = models.CharField(max_length=200, help_text="Registered name of the task enqueued.")
@@ -390,6 +407,14 @@ class Schedule(models.Model):
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
     time_zone = models.CharField(max_length=64, default="UTC")
     enabled = models.BooleanField(default=True, help_text="Untick to pause the schedule.")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.CODE)
+    # What an admin schedule enqueues (a code schedule's are in its declaration).
+    args = models.JSONField(default=list, blank=True, help_text="A JSON list.")
+    kwargs = models.JSONField(default=dict, blank=True, help_text="A JSON object.")
+    queue = models.CharField(max_length=100, blank=True, default="", help_text="Empty: the task's.")
+    priority = models.SmallIntegerField(null=True, blank=True, help_text="Empty: the task's.")
+    # Bumped by every save from the admin: a form saved over another's edit is refused.
+    version = models.PositiveIntegerField(default=0)
     last_run_at = models.DateTimeField(null=True, blank=True, help_text="Slot last enqueued.")
     last_task_id = models.UUIDField(null=True, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
@@ -398,6 +423,7 @@ class Schedule(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("run_schedule", "Can run a schedule now")]
 
     def __str__(self):
         return self.name

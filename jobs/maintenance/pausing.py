@@ -42,6 +42,11 @@ def paused_queues() -> set[str]:
     return set(QueuePause.objects.values_list("queue", flat=True))
 
 
+def pauses() -> list[QueuePause]:
+    """Return every pause, by queue name, with who paused it (for the health check's notices)."""
+    return list(QueuePause.objects.select_related("paused_by").order_by("queue"))
+
+
 def paused_among(queues) -> set[str]:
     """Return which of ``queues`` are paused; with no queues (a worker serving all), all paused."""
     rows = QueuePause.objects.all()

@@ -110,6 +110,7 @@ class Worker:
             claim_busy=lambda: self.claimer.busy,
             stop=self.pool.stop_tasks,
             cancel=self.pool.cancel_async,
+            drain=self.drain,
         )
         self.maintenance = MaintenanceRunner(self.worker_id, retry=self._retry)
 
@@ -221,9 +222,23 @@ class Worker:
             self._stop_deadline = time.monotonic() + self.grace
         os.write(self._wakeup_write, b"\0")
 
+    def drain(self):
+        """Stop after the current tasks: claim nothing more, finish what runs, then exit.
+
+        An operator's request (the admin's "stop after current tasks"), so no grace deadline:
+        a running task ends as it would have, its timeout still enforced. A signal afterwards
+        starts the grace as it would on a running worker; a second one stops at once.
+        """
+        if self._stop_requested:
+            return
+        logger.info("worker stopping after its current tasks worker_id=%s", self.worker_id)
+        self._stop_requested = 1
+        os.write(self._wakeup_write, b"\0")
+
     def _install_signal_handlers(self):
         def handle(signum, frame):
-            immediately = self._stop_requested > 0
+            # A drain has no deadline yet: its first signal is a first stop, with the grace.
+            immediately = self._stop_deadline is not None
             logger.info(
                 "worker stopping on signal signal=%s action=%s grace=%s",
                 signal.Signals(signum).name,

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0015_task_cancelled_by'),
+        ('jobs', '0016_operator_schedules_and_worker_stop'),
     ]
 
     operations = [
