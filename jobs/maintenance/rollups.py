@@ -16,7 +16,8 @@ mark from where the writer read it, by a conditional UPDATE: of two writers of t
 (two workers' rounds), the second waits for the first's row lock on PostgreSQL, then finds the
 mark moved, updates nothing and rolls back; the unique constraint on (span, bucket, queue, name)
 refuses a duplicate bucket besides. Only one worker at a time tries (a ``MaintenanceLock``
-lease, as pruning has), which saves the others the reading.
+lease, as pruning has), which saves the others the reading, and once nothing was left to roll
+up, the next try waits ``IDLE_SECONDS``.
 
 Pruning deletes no task finished at or after the minute mark (``rolled_until``): every task
 it deletes has been counted. ``SETTLE`` covers a write that lands after its ``finished_at``
@@ -48,18 +49,23 @@ CHUNK_HOURS = 24  # hours written per round at most
 MINUTES_KEPT = timedelta(days=1)
 DELETE_BATCH = 1000
 LOCK_NAME = "rollup"
+IDLE_SECONDS = 20.0  # between tries once nothing was left: a minute is rolled within 2 min 20 s
 
 
 def run(holder: str | None = None, *, now) -> int:
     """Run the three steps once if no other worker is; return the buckets written."""
     holder = f"{holder or 'maintenance'}:{uuid.uuid4().hex[:8]}"
-    if not locks.acquire_lock(LOCK_NAME, holder, now=now, hold_seconds=300):
+    # Caught up, the next try waits IDLE_SECONDS; with work left, the next round goes on.
+    if not locks.acquire_lock(
+        LOCK_NAME, holder, now=now, hold_seconds=300, every_seconds=IDLE_SECONDS
+    ):
         return 0
+    written = None
     try:
         written = roll_minutes(now=now) + roll_hours(now=now)
         forget_old(now=now)
     finally:
-        locks.release_lock(LOCK_NAME, holder)
+        locks.release_lock(LOCK_NAME, holder, finished_at=now if written == 0 else None)
     return written
 
 

@@ -317,3 +317,13 @@ def test_pruning_in_the_middle_of_a_rollup_deletes_none_of_its_tasks(settings, n
     # Counted now: the next pass deletes them, and the hour still counts them.
     assert pruning.prune(now=now, max_batches=10).total == 6
     assert sum(f.succeeded for f in metrics.history("hour", now=now).total()) == 6
+
+
+def test_once_caught_up_the_next_try_waits(now):
+    finished(Status.SUCCEEDED, now - timedelta(minutes=10))
+    assert rollups.run("w", now=now) == 1
+    assert rollups.run("w", now=now + timedelta(seconds=5)) == 0  # nothing left: it rests
+    finished(Status.SUCCEEDED, now - timedelta(minutes=5))
+    assert rollups.run("w", now=now + timedelta(seconds=10)) == 0
+    later = now + timedelta(seconds=5 + rollups.IDLE_SECONDS)
+    assert rollups.run("w", now=later) == 1
