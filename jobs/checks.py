@@ -163,6 +163,9 @@ def check_numeric_limits(app_configs, **kwargs):
         error("BACKOFF_JITTER", "a fraction from 0 to 1")
     if not isinstance(jobs_settings.AUTO_PRUNE, bool):
         error("AUTO_PRUNE", "True or False")
+    keep, most = jobs_settings.HISTORY_KEEP_DAYS, limits.MAX_RETENTION_DAYS
+    if not isinstance(keep, int) or isinstance(keep, bool) or not 1 <= keep <= most:
+        error("HISTORY_KEEP_DAYS", f"a whole number of days from 1 to {most:,}")
     errors += _check_counts()
     errors += _check_enqueue_defaults()
     return errors

@@ -73,6 +73,9 @@ DEFAULTS = {
     "AUTO_PRUNE": False,
     "PRUNE_INTERVAL": 3600.0,
     "PRUNE_MAX_BATCHES": 10,
+    # History: days the hourly rollups of finished tasks are kept (the dashboard's week chart
+    # and the task type pages read them); pruning tasks erases none of them.
+    "HISTORY_KEEP_DAYS": 14,
     # Periodic tasks: {"name": {"task": ..., "cron": "*/5 * * * *" or "every": seconds, ...}}.
     "SCHEDULES": {},
     # Health: thresholds of `jobs_health` and the health endpoint.

@@ -512,3 +512,56 @@ class Effect(models.Model):
 
     def __str__(self):
         return self.key
+
+
+class TaskRollup(models.Model):
+    """What the tasks of one queue and task name that finished in one bucket add up to.
+
+    A bucket is a minute (``span`` 60) or an hour (3600) starting at ``bucket_at`` (UTC); hour
+    buckets are minute buckets added up. Written once per bucket by the maintenance rounds
+    (``jobs.maintenance.rollups``), read by the history charts (``jobs.metrics.history``); kept
+    apart from the tasks, so pruning them erases none of it. ``ran`` and the sums and histograms
+    count the attempts that ran to their end, as the live percentiles do
+    (``jobs.metrics.window.RAN``); a histogram holds one count per bin of
+    ``jobs.metrics.rollups.BOUNDS`` (the last bin: above the last bound).
+    """
+
+    span = models.PositiveIntegerField()
+    bucket_at = models.DateTimeField()
+    queue = models.CharField(max_length=100)
+    name = models.CharField(max_length=200)
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    retried = models.PositiveIntegerField(default=0)  # finished after more than one attempt
+    ran = models.PositiveIntegerField(default=0)
+    run_seconds = models.FloatField(default=0.0)
+    wait_seconds = models.FloatField(default=0.0)
+    run_bins = models.JSONField(default=list)
+    wait_bins = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            # The backstop of "a bucket is written once": a second writer fails, never adds.
+            models.UniqueConstraint(
+                fields=["span", "bucket_at", "queue", "name"], name="jobs_taskrollup_unique"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["span", "name", "bucket_at"], name="jobs_taskrollup_name_idx")
+        ]
+
+    def __str__(self):
+        return f"{self.name} {self.queue} {self.bucket_at:%Y-%m-%d %H:%M} ({self.span} s)"
+
+
+class RollupMark(models.Model):
+    """How far the rollups of one span have gone: every bucket before ``rolled_until`` is
+    written. Advanced by a conditional UPDATE in the transaction that writes the buckets, so of
+    two writers of the same buckets one commits and the other writes nothing."""
+
+    span = models.PositiveIntegerField(primary_key=True)
+    rolled_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.span} s rolled until {self.rolled_until}"

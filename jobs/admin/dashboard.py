@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from jobs import metrics
-from jobs.admin import banner, panels
+from jobs.admin import banner, history, panels
 from jobs.conf import jobs_settings
 from jobs.humanize import moment_text, seconds_text
 from jobs.maintenance import pausing
@@ -69,6 +69,7 @@ def render_dashboard(request, context):
             running=seconds_text(jobs_settings.RUNNING_WARNING_SECONDS),
         ),
     )
+    context.update(history.dashboard_context(request))  # its own section: history_section.html
     return TemplateResponse(request, "admin/jobs/dashboard.html", context)
 
 

@@ -18,7 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 
 from jobs import states
-from jobs.admin import actions, dashboard, display, errors, live, select_all
+from jobs.admin import actions, dashboard, display, errors, history, live, select_all
 from jobs.admin.display import HEAVY_FIELDS, PROGRESS_SHOWN
 from jobs.admin.filters import ErrorFilter, NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
@@ -301,6 +301,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
             path("dashboard/pause-type/", view(self.pause_type_view), name="jobs_task_pause_type"),
             path("errors/", view(self.errors_view), name="jobs_task_errors"),
+            path("task-type/", view(self.task_type_view), name="jobs_task_type"),
             path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
             path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
             path("<path:object_id>/run-now/", view(self.run_now_view), name="jobs_task_run_now"),
@@ -392,6 +393,12 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             raise PermissionDenied
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Errors"}
         return errors.render_errors(request, context)
+
+    def task_type_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "opts": self.opts}
+        return history.render_task_type(request, context)
 
     def pause_view(self, request):
         if request.method != "POST":

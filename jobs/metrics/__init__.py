@@ -44,6 +44,8 @@ from jobs.metrics.durations import duration_histograms as duration_histograms
 from jobs.metrics.durations import run_time_percentiles as run_time_percentiles
 from jobs.metrics.durations import wait_time_percentiles as wait_time_percentiles
 from jobs.metrics.errors import error_groups as error_groups
+from jobs.metrics.history import History as History
+from jobs.metrics.history import history as history
 from jobs.metrics.results import (
     ErrorGroup as ErrorGroup,
 )
