@@ -20,7 +20,7 @@ from django.utils.translation import gettext
 from jobs import states
 from jobs.admin import actions, dashboard, display, errors, history, live, select_all
 from jobs.admin.display import HEAVY_FIELDS, PROGRESS_SHOWN
-from jobs.admin.filters import ErrorFilter, NameFilter, QueueFilter
+from jobs.admin.filters import ErrorFilter, FinishedFilter, NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
 from jobs.humanize import seconds_text
@@ -55,7 +55,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         "run_time",
         "owner",
     ]
-    list_filter = ["status", NameFilter, QueueFilter, ErrorFilter, "created_at"]
+    list_filter = ["status", NameFilter, QueueFilter, ErrorFilter, FinishedFilter, "created_at"]
     search_fields = ["name"]  # shows the search box; get_search_results does the searching
     search_help_text = (
         "A task id, a task name (its start, or its short name: import_contacts), an idempotency "
