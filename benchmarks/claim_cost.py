@@ -39,12 +39,12 @@ def revision_claim(ref: str):
         ).stdout  # fmt: skip
 
     common = types.ModuleType(f"common_{ref}")
-    exec(compile(source("jobs/sql/common.py"), "common.py", "exec"), common.__dict__)  # noqa: S102
+    exec(compile(source("jobs/sql/common.py"), "common.py", "exec"), common.__dict__)
     postgresql = types.ModuleType(f"postgresql_{ref}")
     postgresql.__dict__["__name__"] = postgresql.__name__
     text = source("jobs/sql/postgresql.py").replace("from jobs.sql import common\n", "")
     postgresql.__dict__["common"] = common
-    exec(compile(text, "postgresql.py", "exec"), postgresql.__dict__)  # noqa: S102
+    exec(compile(text, "postgresql.py", "exec"), postgresql.__dict__)
     return postgresql
 
 
@@ -107,7 +107,8 @@ def main():
     claims = {"this checkout": postgresql}
     if args.against:
         claims[args.against] = revision_claim(args.against)
-    print(f"{vendor()}, {os.cpu_count()} cpus, {args.runs} claims each, load {os.getloadavg()}\n")
+    load = os.getloadavg()[0]
+    print(f"{vendor()}, {os.cpu_count()} cpus, {args.runs} claims each, load {load:.1f}\n")
     for keys in (args.keys, 0):
         for lag in (True, False):
             fill(keys, args.tasks, lag)
