@@ -277,6 +277,41 @@ def check_poll_interval(app_configs, **kwargs):
 
 
 @checks.register(TAG)
+def check_listen_database(app_configs, **kwargs):
+    """JOBS_LISTEN_DATABASE names a PostgreSQL database of DATABASES (or is None)."""
+    alias = jobs_settings.LISTEN_DATABASE
+    if alias is None:
+        return []
+    hint = (
+        "Name the alias of a direct connection (not through a pooler in transaction mode) to "
+        "the PostgreSQL database that holds the task table, or leave it unset to listen on "
+        "the task table's own connection."
+    )
+    if not isinstance(alias, str) or alias not in settings.DATABASES:
+        return [
+            checks.Error(
+                f"JOBS_LISTEN_DATABASE must be an alias of DATABASES, got {alias!r}.",
+                hint=hint,
+                id="jobs.E032",
+            )
+        ]
+    try:
+        listens = sql.dialect(alias).LISTENS
+    except NotImplementedError:
+        listens = False
+    if not listens:
+        return [
+            checks.Error(
+                f"JOBS_LISTEN_DATABASE {alias!r} is not a PostgreSQL database: only "
+                "PostgreSQL has LISTEN.",
+                hint=hint,
+                id="jobs.E032",
+            )
+        ]
+    return []
+
+
+@checks.register(TAG)
 def check_health_settings(app_configs, **kwargs):
     """Report health thresholds and a metrics token that would make the checks misbehave."""
     problems = threshold_problems(Thresholds().resolved())

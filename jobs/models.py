@@ -325,6 +325,12 @@ class Worker(models.Model):
     hostname = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
     queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
+    queue_caps = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The most tasks of a queue it runs at once, by queue (runworker --queues "
+        "imports:2); a queue not named is capped only by its concurrency.",
+    )
     concurrency = models.PositiveIntegerField()
     # As reported at its last heartbeat. in_flight counts every task it holds: running in a
     # child, claimed ahead for a child about to be free, or finished with its success not yet
@@ -341,6 +347,17 @@ class Worker(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat_at = models.DateTimeField(default=timezone.now)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # Set by an operator (the admin's "stop after current tasks"); the worker reads it at its
+    # heartbeat, claims nothing more, finishes what it runs and exits.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
 
     objects = WorkerQuerySet.as_manager()
 
@@ -349,6 +366,7 @@ class Worker(models.Model):
         indexes = [
             models.Index(fields=["stopped_at", "last_heartbeat_at"], name="jobs_worker_alive_idx")
         ]
+        permissions = [("stop_worker", "Can ask workers to stop after their current tasks")]
 
     def __str__(self):
         return self.id
@@ -375,14 +393,40 @@ class QueuePause(models.Model):
         return f"{self.queue} (paused)"
 
 
+class TaskPause(models.Model):
+    """A paused task type: workers claim none of its tasks, in any queue, while this row exists."""
+
+    name = models.CharField(primary_key=True, max_length=200)  # as its rows carry it
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("pause_task_type", "Can pause and resume task types")]
+
+    def __str__(self):
+        return f"{self.name} (paused)"
+
+
 class Schedule(models.Model):
-    """The state of one periodic schedule: what workers last enqueued for it, and when next.
+    """One periodic schedule: what it runs, when workers last enqueued it, and when next.
 
     Schedules are declared in settings (``JOBS_SCHEDULES``) or code
-    (``jobs.maintenance.periodic``); workers
-    mirror each declaration here so the admin can show it. The row holds no lock: one enqueue
-    per due time comes from the task table's unique idempotency key.
+    (``jobs.maintenance.periodic``), and workers mirror each declaration here so the admin can
+    show it (``source`` "code"); or they are added in the admin, and the row is the schedule
+    (``source`` "admin"). The row holds no lock: one enqueue per due time comes from the task
+    table's unique idempotency key.
     """
+
+    class Source(models.TextChoices):
+        CODE = "code", "settings or code"
+        ADMIN = "admin", "admin"
 
     name = models.CharField(primary_key=True, max_length=200)
     task = models.CharField(max_length=200, help_text="Registered name of the task enqueued.")
@@ -390,6 +434,14 @@ class Schedule(models.Model):
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
     time_zone = models.CharField(max_length=64, default="UTC")
     enabled = models.BooleanField(default=True, help_text="Untick to pause the schedule.")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.CODE)
+    # What an admin schedule enqueues (a code schedule's are in its declaration).
+    args = models.JSONField(default=list, blank=True, help_text="A JSON list.")
+    kwargs = models.JSONField(default=dict, blank=True, help_text="A JSON object.")
+    queue = models.CharField(max_length=100, blank=True, default="", help_text="Empty: the task's.")
+    priority = models.SmallIntegerField(null=True, blank=True, help_text="Empty: the task's.")
+    # Bumped by every save from the admin: a form saved over another's edit is refused.
+    version = models.PositiveIntegerField(default=0)
     last_run_at = models.DateTimeField(null=True, blank=True, help_text="Slot last enqueued.")
     last_task_id = models.UUIDField(null=True, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
@@ -398,6 +450,7 @@ class Schedule(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("run_schedule", "Can run a schedule now")]
 
     def __str__(self):
         return self.name

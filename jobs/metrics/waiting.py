@@ -2,11 +2,11 @@
 
 A waiting task (pending or retrying) is not taken by a worker for one or more of these reasons:
 it is due later (``run_after`` in the future: a delay, a snooze or a retry's backoff), its
-concurrency key already has ``concurrency_limit`` running tasks, or its queue is paused. It may
-also have a deadline (``expires_at``) after which it never starts. ``why_waiting`` reads one task
-(at most two queries: the running count of its key, the pause of its queue), ``why_waiting_many``
-a page of tasks (two queries in all, whatever the number of rows), ``held_by_keys`` the
-dashboard's figures.
+concurrency key already has ``concurrency_limit`` running tasks, its queue is paused, or its task
+type is paused (``jobs.maintenance.pausing``). It may also have a deadline (``expires_at``) after
+which it never starts. ``why_waiting`` reads one task (at most two queries: the running count
+of its key, the pauses of its queue and its type), ``why_waiting_many`` a page of tasks
+(two queries in all, whatever the number of rows), ``held_by_keys`` the dashboard's figures.
 
 Two kinds of words: the operator's (``operator_lines``, ``compact_text``) name the key; the
 owner's (``owner_message``) never do, since a key may hold another customer's id.
@@ -27,6 +27,7 @@ from jobs.states import CLAIMABLE, Status
 DUE_LATER = "due_later"
 CONCURRENCY = "concurrency"
 QUEUE_PAUSED = "queue_paused"
+TASK_TYPE_PAUSED = "task_type_paused"
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Waiting:
     limit: int | None = None
     queue: str = ""
     queue_paused: bool = False
+    name: str = ""
+    task_type_paused: bool = False
     expires_at: datetime | None = None
 
     @property
@@ -51,10 +54,16 @@ class Waiting:
     def reasons(self) -> list[str]:
         found = [DUE_LATER] if self.due_at else []
         found += [CONCURRENCY] if self.held else []
-        return found + ([QUEUE_PAUSED] if self.queue_paused else [])
+        found += [QUEUE_PAUSED] if self.queue_paused else []
+        return found + ([TASK_TYPE_PAUSED] if self.task_type_paused else [])
+
+    @property
+    def paused(self) -> bool:
+        return self.queue_paused or self.task_type_paused
 
 
-def _reason(task: Task, now, running: dict[str, int], paused: set[str]) -> Waiting | None:
+def _reason(task: Task, now, running: dict[str, int], paused: set[str], paused_types: set[str]
+            ) -> Waiting | None:  # fmt: skip
     if task.status not in CLAIMABLE:
         return None
     key, limit = task.concurrency_key, task.concurrency_limit
@@ -70,6 +79,8 @@ def _reason(task: Task, now, running: dict[str, int], paused: set[str]) -> Waiti
         limit=limit if held else None,
         queue=task.queue,
         queue_paused=task.queue in paused,
+        name=task.name,
+        task_type_paused=task.name in paused_types,
         expires_at=task.expires_at,
     )
 
@@ -103,8 +114,10 @@ def why_waiting_many(tasks, *, now=None) -> dict:
     if not waiting:
         return {}
     running = _running_by_key(task.concurrency_key for task in waiting)
-    paused = pausing.paused_among({task.queue for task in waiting})
-    found = {task.pk: _reason(task, now, running, paused) for task in waiting}
+    paused, paused_types = pausing.paused_of(
+        {task.queue for task in waiting}, {task.name for task in waiting}
+    )
+    found = {task.pk: _reason(task, now, running, paused, paused_types) for task in waiting}
     return {pk: reason for pk, reason in found.items() if reason is not None}
 
 
@@ -195,6 +208,8 @@ def operator_lines(waiting: Waiting) -> list[str]:
         lines.append(f"Held by concurrency key {key}: {waiting.running} running of {waiting.limit}")
     if waiting.queue_paused:
         lines.append(f"Queue {waiting.queue} paused")
+    if waiting.task_type_paused:
+        lines.append(f"Task type {waiting.name} paused")
     if waiting.expires_at:
         lines.append(expiry_text(waiting))
     return lines or ["Due: waiting for a free worker"]
@@ -204,6 +219,8 @@ def compact_text(waiting: Waiting) -> str:
     """The changelist's short note: "held by account:42 (1/1)", "queue paused", …"""
     if waiting.queue_paused:
         return "queue paused"
+    if waiting.task_type_paused:
+        return "task type paused"
     if waiting.held:
         return f"held by {shown_key(waiting.key or '')} ({waiting.running}/{waiting.limit})"
     if waiting.due_at:
@@ -221,6 +238,8 @@ def owner_message(waiting: Waiting) -> str:
         text = "Waiting: another task of the same kind is running; this one starts after it."
     elif waiting.queue_paused:
         text = "Waiting: processing is paused for now."
+    elif waiting.task_type_paused:
+        text = "Waiting: this kind of task is paused for now; it starts once it is resumed."
     else:
         text = "Waiting to start…"
     return text

@@ -209,6 +209,11 @@ def listen_sql(channel: str) -> str:
     return f"LISTEN {channel}"
 
 
+def unlisten_sql(channel: str) -> str:
+    """Unsubscribe this session from ``channel`` (an identifier, never user input)."""
+    return f"UNLISTEN {channel}"
+
+
 # A NOTIFY sent by the application (a waiting task made due now), as the trigger sends it on an
 # insert or a requeue: delivered when the transaction commits. Parameters: channel, queue.
 NOTIFY_SQL = "SELECT pg_notify(%s, %s)"
