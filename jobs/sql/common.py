@@ -141,19 +141,20 @@ def claim_candidates(connection, queue_count: int) -> str:
     """
 
 
-def claim_pick(connection, queue_count: int, among="id IN (SELECT id FROM candidates)") -> str:
+def claim_pick(connection, queue_count: int) -> str:
     """The rows a claim takes among the ``candidates`` CTE, best first; parameters: now,
-    now, *queues, limit. ``among``: the condition that picks the candidates, as the database
-    finds them by primary key (see ``jobs.sql.postgresql``).
+    now, *queues, limit. SQLite's pick; PostgreSQL's, which locks each row it takes, is in
+    ``jobs.sql.postgresql._claim_ctes``, with the same conditions and order (a condition added
+    here belongs there too).
 
     Ties of priority and due time go in enqueue order (``created_at``, then ``id``, which
     ``enqueue_many`` hands out in its calls' order): a rule, not the order of the heap. The due
-    condition is checked again here, so that a row another claim took meanwhile fails it when
-    ``FOR UPDATE`` rereads the row (PostgreSQL).
+    condition is checked again here (on PostgreSQL, on the row as locked), so that a row another
+    claim took meanwhile is passed over.
     """
     return f"""
         SELECT id FROM {task_table(connection)}
-        WHERE {due_condition(connection, queue_count)} AND {among}
+        WHERE {due_condition(connection, queue_count)} AND id IN (SELECT id FROM candidates)
         ORDER BY {CLAIM_ORDER}
         LIMIT %s
     """

@@ -19,7 +19,8 @@ holds the successes, the worker's loop (``jobs.worker.lifecycle.Worker``) says w
    failed, holds them again, first in line. With no claim to start, the loop calls ``flush``,
    which writes them on their own (``jobs.transitions.succeed_many``, guarded like every
    outcome by task, attempt, worker and status ``running``) once the oldest has waited
-   ``DELAY`` or ``BATCH`` are held (``due``; ``flush_at`` tells the worker's wait when).
+   ``DELAY`` or ``BATCH`` are held (``due``; ``flush_at`` tells the worker's wait when, if a
+   claim may start: while one runs, or pauses after a fault, they wait for the next).
 4. Not written, the database unreachable: still held, renewed, and written at a later round.
    If the worker exits or dies first, the tasks stay ``running`` under their lease, which
    lapses; maintenance rescues them and they run again. Never lost, at least once; effects that

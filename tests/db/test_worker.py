@@ -1,6 +1,7 @@
 """The Worker holding its parts, called directly (no child processes): what they hold together
 is renewed, claims carry the completer's successes, the wait loop."""
 
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -120,3 +121,59 @@ def test_a_claim_the_database_refuses_leaves_its_successes_held(worker, child, m
     worker._claim()
     worker._collect_claim(wait=True)
     assert Task.objects.get(pk=finished.pk).status == Status.SUCCEEDED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_held_successes_never_wake_the_loop_while_a_claim_runs(worker, child, monkeypatch):
+    """A claim longer than ``Completer.DELAY`` (a busy database): the held successes wait for
+    the next claim, and the loop sleeps rather than spin (the claim's end wakes it)."""
+    if worker.claimer.inline:
+        pytest.skip("SQLite claims inline: no claim runs while the loop waits")
+    TaskFactory()
+    (finished,) = helpers.claim(worker.worker_id, 1, lease_seconds=60)
+    worker.pool.children = [child]
+    release = threading.Event()
+    original = claiming.claim_and_record
+
+    def slow(*args, **kwargs):
+        release.wait(30)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(claiming, "claim_and_record", slow)
+    monkeypatch.setattr(worker.completer, "DELAY", 0.0)  # what is held is overdue at once
+    worker._claim()
+    assert worker.claimer.busy
+    worker.completer.add(reported(finished))  # reported while the claim runs
+    worker.leases.heartbeat()  # the next one a while away
+    try:
+        assert worker._wait_timeout() > 0.1
+    finally:
+        release.set()
+        worker._collect_claim(wait=True)
+    assert worker._wait_timeout() == 0.0  # now the next claim, or a flush, may carry it
+    worker._claim()
+    worker._collect_claim(wait=True)
+    assert Task.objects.get(pk=finished.pk).status == Status.SUCCEEDED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_held_successes_never_wake_the_loop_while_claims_pause_after_a_fault(
+    worker, child, monkeypatch
+):
+    TaskFactory()
+    (finished,) = helpers.claim(worker.worker_id, 1, lease_seconds=60)
+    worker.pool.children = [child]
+
+    def refused(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(claiming, "claim_and_record", refused)
+    monkeypatch.setattr(worker.completer, "DELAY", 0.0)
+    with override_settings(JOBS_DATABASE_RETRY_SECONDS=0.0):
+        worker.completer.add(reported(finished))
+        worker._claim()
+        assert worker._collect_claim(wait=True) is None
+    assert not worker.claimer.can_start()  # a pause of PAUSE_AFTER_FAULT
+    worker.leases.heartbeat()  # the one the fault asked for, and the next a while away
+    assert worker._wait_timeout() > 0.1  # no spin through the pause
+    assert worker.completer.task_ids() == [finished.pk]  # held, renewed, written later

@@ -64,3 +64,19 @@ def test_flow_control_benchmark_runs(tmp_path, worker_env):
     assert done.returncode == 0, done.stderr[-3000:]
     for measurement in ("3 keys at limit 1, 1 worker x 2", "3 keys at limit 1 / no key"):
         assert measurement in done.stdout, done.stdout
+
+
+def test_claim_cost_benchmark_runs_against_another_revision(worker_env, postgres_only):
+    env = {key: value for key, value in worker_env.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.pop("SECRET_KEY", None)
+    url = worker_env["DATABASE_URL"].split("?")[0] + "_claim_cost"  # a database of its own
+    done = subprocess.run(
+        [sys.executable, "benchmarks/claim_cost.py", "--database", url, "--runs", "1",
+         "--tasks", "40", "--keys", "4", "--limit", "10", "--against", "HEAD"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    # One task a key at limit 1; without a key, as many as asked for; both revisions alike.
+    for name in ("this checkout", "HEAD"):
+        assert f"4 keys, statistics lagging, {name}: claimed 4," in done.stdout, done.stdout
+        assert f"no key, statistics fresh, {name}: claimed 10," in done.stdout, done.stdout
