@@ -366,8 +366,8 @@ class Worker:
         finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
         claim thread saying it is done).
         """
-        forget_queries()  # once per round of the loop (see jobs.db)
-        listen_fd = self.listener.fileno()
+        listen_fd = self.listener.fileno()  # (re)connecting sends the listen probe's NOTIFY
+        forget_queries()  # once per round of the loop (see jobs.db), the probe's included
         events = self._selector(listen_fd).select(timeout)
         if any(key.data is None for key, _ in events):
             os.read(self._wakeup_read, 64)
