@@ -1,0 +1,243 @@
+"""Rate limits: at most N starts of a key per window, decided and counted by the claim."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connections, transaction
+from django.test import override_settings
+
+from jobs.models import RateWindow, Task
+from jobs.states import Status
+from jobs.tasks.definition import TaskOptionError
+from tests.factories import TaskFactory
+from tests.helpers import claim
+from tests.testapp import django_tasks, tasks
+
+pytestmark = pytest.mark.django_db
+
+# A moment at the start of a whole minute, so windows of 1 s and 60 s both begin there.
+T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def rated(key, count, period, number, **fields):
+    return [
+        TaskFactory(rate_key=key, rate_limit=count, rate_period=period, run_after=T0, **fields)
+        for _ in range(number)
+    ]
+
+
+def at(seconds):
+    return T0 + timedelta(seconds=seconds)
+
+
+def claimed_keys(tasks_claimed):
+    counts: dict = {}
+    for task in tasks_claimed:
+        counts[task.rate_key] = counts.get(task.rate_key, 0) + 1
+    return counts
+
+
+def test_a_claim_starts_no_more_of_a_key_per_window_than_its_limit():
+    rated("partner:1", 3, 1, 10)
+    rated("partner:2", 5, 60, 10)
+    plain = TaskFactory.create_batch(4, run_after=T0)
+    first = claim("w", 100, lease_seconds=30, now=at(0.2))
+    assert claimed_keys(first) == {"partner:1": 3, "partner:2": 5, None: 4}
+    assert {task.pk for task in plain} <= {task.pk for task in first}
+    # Later in the same windows: nothing more, though the first ones already ended.
+    Task.objects.filter(status=Status.RUNNING).update(status=Status.SUCCEEDED)
+    assert claim("w", 100, lease_seconds=30, now=at(0.9)) == []
+    # The next second opens partner:1's window, not partner:2's minute.
+    assert claimed_keys(claim("w", 100, lease_seconds=30, now=at(1.0))) == {"partner:1": 3}
+    assert claimed_keys(claim("w", 100, lease_seconds=30, now=at(60.0))) == {
+        "partner:1": 3, "partner:2": 5,
+    }  # fmt: skip
+
+
+def test_held_tasks_stay_pending_with_no_attempt_used_and_no_error():
+    rated("k", 1, 60, 3)
+    claim("w", 10, lease_seconds=30, now=at(1))
+    held = Task.objects.filter(status=Status.PENDING)
+    assert held.count() == 2
+    assert set(held.values_list("attempts", "last_error", "worker_id")) == {(0, "", "")}
+
+
+def test_the_window_counts_starts_and_a_claim_in_a_fresh_window_resets_it():
+    rated("k", 2, 10, 5)
+    claim("w", 1, lease_seconds=30, now=at(3))
+    window = RateWindow.objects.get(key="k")
+    assert (window.window_start, window.period, window.rate_limit, window.started) == (
+        int(T0.timestamp()), 10, 2, 1,
+    )  # fmt: skip
+    claim("w", 10, lease_seconds=30, now=at(4))
+    assert RateWindow.objects.get(key="k").started == 2
+    claim("w", 10, lease_seconds=30, now=at(12))
+    window = RateWindow.objects.get(key="k")
+    assert (window.window_start, window.started) == (int(T0.timestamp()) + 10, 2)
+    assert window.opens_at == at(20)
+
+
+def test_claim_order_within_a_key_and_other_keys_are_not_held_behind_a_full_one():
+    low = rated("k", 1, 60, 1, priority=0)
+    high = rated("k", 1, 60, 1, priority=5)
+    rated("full", 1, 60, 20)
+    claim("w", 1, lease_seconds=30, now=at(0))  # fills one of the keys
+    free = rated("free", 1, 60, 1)
+    claimed = claim("w", 10, lease_seconds=30, now=at(1))
+    names = claimed_keys(claimed)
+    assert names.get("free") == 1
+    first_k = [task for task in claim("w", 10, lease_seconds=30, now=at(60)) if task.rate_key == "k"]
+    assert high[0].pk in {t.pk for t in claimed + first_k} or low[0].pk in {
+        t.pk for t in claimed + first_k
+    }
+    assert free[0].pk in {task.pk for task in claimed}
+
+
+def test_a_clock_stepped_back_opens_no_window_early():
+    rated("k", 2, 10, 6)
+    assert len(claim("w", 10, lease_seconds=30, now=at(25))) == 2  # the window of 20 s
+    # A worker whose clock is 10 s behind is in the window of 10 s: it counts in the later one.
+    assert claim("w", 10, lease_seconds=30, now=at(15)) == []
+    assert RateWindow.objects.get(key="k").window_start == int(T0.timestamp()) + 20
+    assert len(claim("w", 10, lease_seconds=30, now=at(30))) == 2
+
+
+def test_a_limit_changed_while_tasks_wait_applies_from_the_next_window():
+    rated("k", 1, 60, 3)
+    assert len(claim("w", 10, lease_seconds=30, now=at(0))) == 1
+    # The task was redeployed with 5 a minute: the rows waiting and new ones carry it.
+    Task.objects.filter(rate_key="k", status=Status.PENDING).update(rate_limit=5)
+    rated("k", 5, 60, 3)
+    # In the same window, the new limit counts what started already: 4 more, not 5.
+    assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 4
+    assert claim("w", 10, lease_seconds=30, now=at(2)) == []
+    # A new period starts a fresh window.
+    Task.objects.filter(rate_key="k", status=Status.PENDING).update(rate_period=1)
+    assert len(claim("w", 10, lease_seconds=30, now=at(3))) == 1
+
+
+def test_options_from_either_declaration_using_and_the_queue_setting():
+    one = tasks.add.using(rate_limit="10/s").enqueue(1, 2).record
+    assert (one.rate_key, one.rate_limit, one.rate_period) == ("tests.testapp.tasks.add", 10, 1)
+    two = tasks.add.using(rate_key="partner:7", rate_limit="100/m").enqueue(1, 2).record
+    assert (two.rate_key, two.rate_limit, two.rate_period) == ("partner:7", 100, 60)
+    three = django_tasks.multiply.using(rate_key="p", rate_limit="5/10s").enqueue(2, 3).record
+    assert (three.rate_key, three.rate_limit, three.rate_period) == ("p", 5, 10)
+    ids = tasks.add.using(rate_limit="2/h").enqueue_many([(1, 2), (3, 4)])
+    rows = set(Task.objects.filter(pk__in=ids).values_list("rate_key", "rate_limit", "rate_period"))
+    assert rows == {("tests.testapp.tasks.add", 2, 3600)}
+    with override_settings(JOBS_QUEUES={"emails": {"rate_limit": "10/s"}}):
+        mail = tasks.add.using(queue="emails").enqueue(1, 2).record
+        own = tasks.add.using(queue="emails", rate_limit="1/s").enqueue(1, 2).record
+        other = tasks.add.enqueue(1, 2).record
+    assert (mail.rate_key, mail.rate_limit, mail.rate_period) == ("queue:emails", 10, 1)
+    assert own.rate_key == "tests.testapp.tasks.add"  # its own limit, not the queue's
+    assert other.rate_key is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"rate_limit": "0/s"},
+        {"rate_limit": "-1/s"},
+        {"rate_limit": "nan/s"},
+        {"rate_limit": "1e400/s"},
+        {"rate_limit": "10/s\x00"},
+        {"rate_limit": "10" * 100 + "/s"},
+        {"rate_limit": 10},
+        {"rate_limit": "10/fortnight"},
+        {"rate_key": "k\x00", "rate_limit": "1/s"},
+        {"rate_key": "\ud800", "rate_limit": "1/s"},
+        {"rate_key": "k" * 201, "rate_limit": "1/s"},
+        {"rate_key": "k"},  # a key needs a limit
+        {"rate_limit": "1/s", "concurrency_key": "k"},
+    ],
+)
+def test_bad_rates_and_keys_are_refused_before_anything_is_written(options):
+    with pytest.raises(TaskOptionError):
+        tasks.add.using(**options).enqueue(1, 2)
+    assert not Task.objects.exists()
+
+
+def test_a_queue_setting_that_cannot_be_read_refuses_the_enqueue_with_its_name():
+    with override_settings(JOBS_QUEUES={"emails": {"rate_limit": "fast"}}):
+        with pytest.raises(TaskOptionError, match="JOBS_QUEUES\\['emails'\\]"):
+            tasks.add.using(queue="emails").enqueue(1, 2)
+    with override_settings(JOBS_QUEUES={"emails": {"rate_limit": "10/s"}}):
+        with pytest.raises(TaskOptionError, match="concurrency"):
+            tasks.add.using(queue="emails", concurrency_key="a").enqueue(1, 2)
+    assert not Task.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_never_exceed_a_limit():
+    """Claims from several connections at once: the key's window is decided under its lock
+    (PostgreSQL) or the single writer (SQLite), not by luck."""
+    rated("k", 7, 60, 60)
+    barrier = threading.Barrier(6)
+    taken: list = []
+    errors: list = []
+    lock = threading.Lock()
+
+    def worker(number):
+        try:
+            barrier.wait(10)
+            for _ in range(5):
+                got = claim(f"w{number}", 4, lease_seconds=30, now=at(1))
+                with lock:
+                    taken.extend(got)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert len(taken) == 7
+    assert Task.objects.filter(status=Status.RUNNING).count() == 7
+    assert RateWindow.objects.get(key="k").started == 7
+
+
+def test_a_claim_rolled_back_counts_nothing():
+    """A worker killed mid-claim: its transaction never commits, and neither does the count."""
+    rated("k", 2, 60, 4)
+
+    class Killed(Exception):
+        pass
+
+    with pytest.raises(Killed), transaction.atomic():
+        assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 2
+        raise Killed
+    assert not RateWindow.objects.exists()
+    assert Task.objects.filter(status=Status.PENDING, attempts=0).count() == 4
+    assert len(claim("w", 10, lease_seconds=30, now=at(2))) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_another_claim_is_deciding_is_skipped_not_waited_for(postgres_only):
+    """While a claim holds a rate key (its transaction's lock of it), other claims skip it."""
+    rated("k", 5, 60, 3)
+    plain = TaskFactory(run_after=T0)
+    holder = connections.create_connection("default")
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(1785689427, hashtext('k'))")
+        assert [task.pk for task in claim("w", 10, lease_seconds=30, now=at(1))] == [plain.pk]
+        holder.rollback()  # the lock goes with the transaction
+        assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 3
+    finally:
+        holder.close()
+
+
+def test_keys_with_nul_free_unicode_and_long_names_are_counted_apart():
+    rated("ключ:😀", 1, 60, 2)
+    rated("k" * 200, 1, 60, 2)
+    rated("k" * 199, 1, 60, 2)
+    assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 3
+    assert RateWindow.objects.count() == 3
