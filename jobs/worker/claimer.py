@@ -155,14 +155,28 @@ class Claimer:
         """Monotonic time at which the earliest delayed task is due, so it starts on time."""
         try:
             due_at = self._retry(lambda: claiming.next_due_at(queues=self.queues), "next_due")
+            # A full rate window holding back due tasks: wake as it ends, not at the next poll.
+            opens_at = self._retry(
+                lambda: claiming.next_window_at(queues=self.queues), "next_window"
+            )
         except DatabaseError:
             return None  # the poll interval decides; the heartbeat tells of the outage
+        if opens_at is not None and (due_at is None or opens_at < due_at):
+            return time.monotonic() + max(0.0, (opens_at - timezone.now()).total_seconds())
         seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
         if due_at and self.started_at and due_at > self.started_at:
             return time.monotonic() + max(0.0, seconds)  # due after the last claim looked
         # Due already but not claimed (taken by another worker, or its queue is paused): the
         # poll interval decides, rather than spinning.
         return time.monotonic() + seconds if seconds > 0 else None
+
+    def rate_held(self) -> bool:
+        """Whether a due task waits for its rate window to end (a burst worker waits for it)."""
+        try:
+            return self._retry(lambda: claiming.next_window_at(queues=self.queues),
+                               "next_window") is not None  # fmt: skip
+        except DatabaseError:
+            return False
 
     def before_fork(self):
         """Let the claim in flight finish, and close the thread's connection (see above)."""
