@@ -48,6 +48,8 @@ def render_dashboard(request, context):
         # Due tasks a worker could take but for their concurrency key: apart from the queues'
         # waiting counts, which are tasks waiting for a worker (or for their time).
         held=waiting.held_by_keys(now=snap.now),
+        # Due tasks held back until their rate key's window ends.
+        held_rates=waiting.held_by_rates(now=snap.now),
         running_too_long=[_late_row(task) for task in snap.running_too_long],
         window=seconds_text(snap.window.total_seconds()),
         refresh_seconds=jobs_settings.DASHBOARD_REFRESH_SECONDS,

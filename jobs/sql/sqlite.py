@@ -54,6 +54,12 @@ def _rate_room(connection) -> str:
     ), 0)"""
 
 
+def _rate_ctes(connection, queue_count: int) -> str:
+    return common.rate_ctes(
+        connection, queue_count, lateral=False, window=_window, room=_rate_room(connection)
+    )
+
+
 def claim_sql(connection, queue_count: int) -> str:
     """Claim due rows; parameters: ``common.claim_params``.
 
@@ -83,8 +89,7 @@ def claim_sql(connection, queue_count: int) -> str:
                 WHERE rooms.room > 0 AND {common.due_condition(connection, queue_count)}
             ) WHERE place <= room
         ),
-        {common.rate_ctes(connection, queue_count, lateral=False, window=_window,
-                          room=_rate_room(connection))},
+        {_rate_ctes(connection, queue_count)},
         candidates AS ({common.claim_candidates(connection, queue_count)}),
         picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}

@@ -187,9 +187,10 @@ class JobsTask(DjangoTask):
         """Return this task with the given options set (``None``: unchanged).
 
         Django's options (``priority``, ``queue_name``, ``run_after``, ``backend``) and jobs':
-        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key`` and
-        ``concurrency_limit``, ``rate_limit`` and ``rate_key`` (see the class), ``delay`` (seconds or a
-        timedelta from the enqueue; it replaces ``run_after``, and the other way round),
+        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key``,
+        ``concurrency_limit``, ``rate_limit`` and ``rate_key`` (see the class), ``delay``
+        (seconds or a timedelta from the enqueue; it replaces ``run_after``, and the other way
+        round),
         ``expires_in`` or ``expires_at`` (a deadline to start by; each replaces the other),
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
         it), ``idempotency_key`` (an enqueue with a key already taken returns that task),

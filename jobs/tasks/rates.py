@@ -40,7 +40,7 @@ class Rate:
 
     @property
     def words(self) -> str:
-        """"10 a second", "100 every 5 minutes"."""
+        """Say the rate in words: "10 a second", "100 every 5 minutes"."""
         per = _PER.get(self.period)
         if per is not None:
             return f"{self.count:,} {per}"

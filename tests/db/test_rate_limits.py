@@ -1,17 +1,21 @@
 """Rate limits: at most N starts of a key per window, decided and counted by the claim."""
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connections, transaction
 from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
 
+from jobs.metrics import waiting
 from jobs.models import RateWindow, Task
 from jobs.states import Status
 from jobs.tasks.definition import TaskOptionError
-from tests.factories import TaskFactory
-from tests.helpers import claim
+from tests.factories import TaskFactory, UserFactory
+from tests.helpers import claim, staff
 from tests.testapp import django_tasks, tasks
 
 pytestmark = pytest.mark.django_db
@@ -85,13 +89,16 @@ def test_claim_order_within_a_key_and_other_keys_are_not_held_behind_a_full_one(
     claim("w", 1, lease_seconds=30, now=at(0))  # fills one of the keys
     free = rated("free", 1, 60, 1)
     claimed = claim("w", 10, lease_seconds=30, now=at(1))
-    names = claimed_keys(claimed)
-    assert names.get("free") == 1
-    first_k = [task for task in claim("w", 10, lease_seconds=30, now=at(60)) if task.rate_key == "k"]
-    assert high[0].pk in {t.pk for t in claimed + first_k} or low[0].pk in {
-        t.pk for t in claimed + first_k
-    }
+    assert claimed_keys(claimed).get("free") == 1
     assert free[0].pk in {task.pk for task in claimed}
+    # Within a key, claim order: the higher priority first, then the other in a later window.
+    k_order = [t.pk for t in claim("w", 1, lease_seconds=30, now=at(0)) if t.rate_key == "k"]
+    k_order += [t.pk for t in claim("w", 10, lease_seconds=30, now=at(60)) if t.rate_key == "k"]
+    k_order += [t.pk for t in claim("w", 10, lease_seconds=30, now=at(120)) if t.rate_key == "k"]
+    assert [pk for pk in k_order if pk in (low[0].pk, high[0].pk)][-2:] in (
+        [high[0].pk, low[0].pk],
+        [low[0].pk],
+    )
 
 
 def test_a_clock_stepped_back_opens_no_window_early():
@@ -161,12 +168,12 @@ def test_bad_rates_and_keys_are_refused_before_anything_is_written(options):
 
 
 def test_a_queue_setting_that_cannot_be_read_refuses_the_enqueue_with_its_name():
-    with override_settings(JOBS_QUEUES={"emails": {"rate_limit": "fast"}}):
-        with pytest.raises(TaskOptionError, match="JOBS_QUEUES\\['emails'\\]"):
-            tasks.add.using(queue="emails").enqueue(1, 2)
-    with override_settings(JOBS_QUEUES={"emails": {"rate_limit": "10/s"}}):
-        with pytest.raises(TaskOptionError, match="concurrency"):
-            tasks.add.using(queue="emails", concurrency_key="a").enqueue(1, 2)
+    bad = override_settings(JOBS_QUEUES={"emails": {"rate_limit": "fast"}})
+    with bad, pytest.raises(TaskOptionError, match="JOBS_QUEUES\\['emails'\\]"):
+        tasks.add.using(queue="emails").enqueue(1, 2)
+    limited = override_settings(JOBS_QUEUES={"emails": {"rate_limit": "10/s"}})
+    with limited, pytest.raises(TaskOptionError, match="concurrency"):
+        tasks.add.using(queue="emails", concurrency_key="a").enqueue(1, 2)
     assert not Task.objects.exists()
 
 
@@ -210,9 +217,13 @@ def test_a_claim_rolled_back_counts_nothing():
     class Killed(Exception):
         pass
 
-    with pytest.raises(Killed), transaction.atomic():
-        assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 2
-        raise Killed
+    def claim_then_die():
+        with transaction.atomic():
+            assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 2
+            raise Killed
+
+    with pytest.raises(Killed):
+        claim_then_die()
     assert not RateWindow.objects.exists()
     assert Task.objects.filter(status=Status.PENDING, attempts=0).count() == 4
     assert len(claim("w", 10, lease_seconds=30, now=at(2))) == 2
@@ -241,3 +252,70 @@ def test_keys_with_nul_free_unicode_and_long_names_are_counted_apart():
     rated("k" * 199, 1, 60, 2)
     assert len(claim("w", 10, lease_seconds=30, now=at(1))) == 3
     assert RateWindow.objects.count() == 3
+
+
+# Why it waits: the admin, the dashboard and the owner ----------------------------------------
+
+
+def test_the_waiting_reason_says_rate_limited_until_the_window_ends():
+    rated("partner:7", 2, 1, 5)
+    claim("w", 10, lease_seconds=30, now=at(0.5))
+    task = Task.objects.filter(status=Status.PENDING).first()
+    reason = waiting.why_waiting(task, now=at(0.6))
+    assert reason.reasons == [waiting.RATE_LIMITED]
+    assert reason.rate_until == at(1)
+    line = waiting.operator_lines(reason)[0]
+    assert line.startswith("Rate limited until 2026-12-01 12:00:01")
+    assert "rate key partner:7, 2 started of 2 a second" in line
+    assert waiting.compact_text(reason).startswith("rate limited until 2026-12-01 12:00:01")
+    owner = waiting.owner_message(reason)
+    assert owner.startswith("Waiting: tasks like this one are limited to 2 a second")
+    assert "partner" not in owner
+    # Once the window has ended, nothing holds it: it waits for a worker.
+    assert waiting.why_waiting(task, now=at(1.1)).reasons == []
+
+
+def test_the_dashboard_counts_tasks_held_by_rate_windows():
+    rated("partner:7", 2, 60, 5)
+    rated("free", 5, 60, 2)
+    claim("w", 10, lease_seconds=30, now=at(1))
+    found = waiting.held_by_rates(now=at(2))
+    assert found.held == 3
+    assert [(k.key, k.waiting, k.started, k.rate.count) for k in found.keys] == [
+        ("partner:7", 3, 2, 2)
+    ]
+    assert waiting.held_by_rates(now=at(61)).held == 0
+
+
+def test_the_status_view_tells_the_owner_in_words_and_never_the_key(client):
+    owner = UserFactory()
+    first, second = (
+        TaskFactory(owner=owner, rate_key="customer:secret", rate_limit=1, rate_period=3600)
+        for _ in range(2)
+    )
+    claim("w", 10, lease_seconds=30)
+    held = second if Task.objects.get(pk=first.pk).status == Status.RUNNING else first
+    client.force_login(owner)
+    body = client.get(reverse("jobs:task-status", args=[held.pk])).json()
+    assert body["waiting"]["reasons"] == ["rate_limited"]
+    assert "limited to 1 an hour" in body["message"]
+    assert body["waiting"]["rate_limited_until"]
+    assert "secret" not in json.dumps(body)
+    # A user with the view permission reads the key and its counts.
+    client.force_login(staff("view_task"))
+    body = client.get(reverse("jobs:task-status", args=[held.pk])).json()
+    assert body["waiting"]["rate"] == {
+        "key": "customer:secret", "started": 1, "limit": 1, "period_seconds": 3600,
+    }  # fmt: skip
+
+
+def test_the_admin_task_page_and_the_dashboard_show_it_escaped(admin_client):
+    rated("<b>k</b>\x07", 1, 3600, 2)
+    claim("w", 10, lease_seconds=30, now=timezone.now())
+    held = Task.objects.get(status=Status.PENDING)
+    page = admin_client.get(reverse("admin:jobs_task_change", args=[held.pk])).content.decode()
+    assert "Rate limited until" in page
+    assert "&lt;b&gt;k&lt;/b&gt;\\x07" in page
+    dashboard = admin_client.get(reverse("admin:jobs_task_dashboard")).content.decode()
+    assert 'id="jobs-rate-held-keys"' in dashboard
+    assert "&lt;b&gt;k&lt;/b&gt;\\x07" in dashboard
