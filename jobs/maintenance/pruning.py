@@ -13,11 +13,12 @@ from typing import cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from jobs import limits
 from jobs.conf import DEFAULTS, jobs_settings
-from jobs.models import MaintenanceLock, Task, UniqueHold
+from jobs.models import MaintenanceLock, RateWindow, Task, UniqueHold
 from jobs.states import TERMINAL
 
 logger = logging.getLogger(__name__)
@@ -181,3 +182,20 @@ def auto_prune(holder: str | None = None, *, now=None) -> int:
         done = report is not None and report.complete
         release_lock(LOCK_NAME, holder, finished_at=now if done else None)
     return report.total
+
+
+# A rate window ended this long ago says nothing a claim reads (a new window starts afresh); the
+# margin leaves alone the window of a worker whose clock is behind.
+RATE_WINDOW_KEPT = timedelta(hours=1)
+
+
+def prune_rate_windows(*, now=None) -> int:
+    """Delete the rate windows (``RateWindow``) that ended over an hour ago; return how many.
+
+    One row per rate key ever used, so per-customer keys would otherwise pile up. A claim that
+    counts a key meanwhile inserts its row again (the trigger's upsert).
+    """
+    now = now or timezone.now()
+    ended_before = (now - RATE_WINDOW_KEPT).timestamp()
+    old = RateWindow.objects.annotate(ends=F("window_start") + F("period"))
+    return old.filter(ends__lt=ended_before).delete()[0]

@@ -2,12 +2,13 @@
 
 A round runs each duty once: the rescue of tasks whose lease lapsed (its owner is
 ``jobs.transitions.rescue_expired``), the cancellation of waiting tasks past their deadline
-(``jobs.transitions.expire_waiting``), periodic enqueues (``jobs.maintenance.periodic``) and
-automatic pruning (``jobs.maintenance.pruning``). Each duty is safe to run from many workers at
-once: rescue updates row by row, each UPDATE guarded by the lease the task expired with; expiry is
-one guarded UPDATE that two workers may both run (the second finds nothing left);
-periodic enqueues carry an idempotency key the database keeps unique; automatic pruning runs
-under a lease that one worker at a time can hold.
+(``jobs.transitions.expire_waiting``), periodic enqueues (``jobs.maintenance.periodic``),
+automatic pruning (``jobs.maintenance.pruning``) and the deletion of rate windows long ended
+(``pruning.prune_rate_windows``; one DELETE, which two workers may both run). Each duty is safe
+to run from many workers at once: rescue updates row by row, each UPDATE guarded by the lease
+the task expired with; expiry is one guarded UPDATE that two workers may both run (the second
+finds nothing left); periodic enqueues carry an idempotency key the database keeps unique;
+automatic pruning runs under a lease that one worker at a time can hold.
 """
 
 import logging
@@ -31,13 +32,15 @@ def run(*, now=None, worker_id=None) -> dict:
     done["expired"] = _isolated("expire", lambda: transitions.expire_waiting(now=now))
     done["scheduled"] = _isolated("periodic", lambda: len(periodic.run_due(now=now)))
     done["pruned"] = _isolated("prune", lambda: pruning.auto_prune(worker_id, now=now))
+    done["windows"] = _isolated("windows", lambda: pruning.prune_rate_windows(now=now))
     if any(done.values()):
         logger.info(
-            "maintenance done rescued=%d expired=%d scheduled=%d pruned=%d",
+            "maintenance done rescued=%d expired=%d scheduled=%d pruned=%d windows=%d",
             done["rescued"],
             done["expired"],
             done["scheduled"],
             done["pruned"],
+            done["windows"],
         )
     return done
 

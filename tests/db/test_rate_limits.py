@@ -10,6 +10,7 @@ from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.maintenance import rounds
 from jobs.metrics import waiting
 from jobs.models import RateWindow, Task
 from jobs.states import Status
@@ -131,6 +132,10 @@ def test_options_from_either_declaration_using_and_the_queue_setting():
     assert (two.rate_key, two.rate_limit, two.rate_period) == ("partner:7", 100, 60)
     three = django_tasks.multiply.using(rate_key="p", rate_limit="5/10s").enqueue(2, 3).record
     assert (three.rate_key, three.rate_limit, three.rate_period) == ("p", 5, 10)
+    four = django_tasks.rate_limited_multiply.enqueue(2, 3).record
+    assert (four.rate_key, four.rate_limit, four.rate_period) == (
+        "tests.testapp.django_tasks.rate_limited_multiply", 100, 60,
+    )  # fmt: skip
     ids = tasks.add.using(rate_limit="2/h").enqueue_many([(1, 2), (3, 4)])
     rows = set(Task.objects.filter(pk__in=ids).values_list("rate_key", "rate_limit", "rate_period"))
     assert rows == {("tests.testapp.tasks.add", 2, 3600)}
@@ -319,3 +324,15 @@ def test_the_admin_task_page_and_the_dashboard_show_it_escaped(admin_client):
     dashboard = admin_client.get(reverse("admin:jobs_task_dashboard")).content.decode()
     assert 'id="jobs-rate-held-keys"' in dashboard
     assert "&lt;b&gt;k&lt;/b&gt;\\x07" in dashboard
+
+
+def test_maintenance_deletes_windows_long_ended_and_counting_starts_afresh():
+    rated("old", 1, 60, 2)
+    rated("recent", 1, 60, 1)
+    claim("w", 10, lease_seconds=86400, now=at(0))  # leases outlive the hour: no rescue
+    RateWindow.objects.filter(key="recent").update(window_start=int(T0.timestamp()) + 3600)
+    assert rounds.run(now=at(3600 + 61))["windows"] == 1  # ended an hour and a second ago
+    assert list(RateWindow.objects.values_list("key", flat=True)) == ["recent"]
+    (again,) = claim("w", 10, lease_seconds=30, now=at(3600 + 62))
+    assert again.rate_key == "old"
+    assert RateWindow.objects.get(key="old").started == 1
