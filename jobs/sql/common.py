@@ -161,7 +161,9 @@ def claim_pick(connection, queue_count: int, among="id IN (SELECT id FROM candid
     """
 
 
-def rate_ctes(connection, queue_count: int, *, lateral: bool, window, room: str) -> str:
+def rate_ctes(
+    connection, queue_count: int, *, lateral: bool, window, room: str, indexed_by: str = ""
+) -> str:
     """CTEs ending in ``rate_allowed``: the due rows with a rate key that this claim may start,
     at most the room each key has left in its window. Parameters: now, now, *queues (the keys'
     next rows), now, limit (``rate_hopeful``), now (``room``), now, now, *queues.
@@ -173,16 +175,20 @@ def rate_ctes(connection, queue_count: int, *, lateral: bool, window, room: str)
     take. ``room`` (per database) is the room left as the claim decides it, over
     ``rate_hopeful``'s columns and one parameter, now; ``window(period)`` is the start of the
     window of a period at one parameter, now. The starts are counted by a trigger as the claim
-    sets rows running (migration 0016), in the claim's own statement.
+    sets rows running (migration 0016), in the claim's own statement. ``indexed_by`` follows
+    each read of the task table (SQLite: its planner, without statistics, read every waiting
+    row through the status index instead of the rate key's: 1.8 ms against 0.09 for 3,000).
     """
     table = task_table(connection)
     windows = connection.ops.quote_name(RateWindow._meta.db_table)
     waiting = f"status IN ({quoted_statuses(states.CLAIM.sources)})"
     due = due_condition(connection, queue_count)
 
+    rated = f"{table} {indexed_by}"
+
     def due_of(key: str, columns: str, limit: str = "") -> str:
         return f"""
-            SELECT {columns} FROM {table} WHERE rate_key = {key} AND {due}
+            SELECT {columns} FROM {rated} WHERE rate_key = {key} AND {due}
             ORDER BY {CLAIM_ORDER} {limit}
         """
 
@@ -213,17 +219,18 @@ def rate_ctes(connection, queue_count: int, *, lateral: bool, window, room: str)
                 SELECT rated.id, rate_rooms.room, row_number() OVER (
                     PARTITION BY rate_rooms.rate_key ORDER BY {CLAIM_ORDER}
                 ) AS place
-                FROM rate_rooms JOIN {table} AS rated ON rated.rate_key = rate_rooms.rate_key
+                FROM rate_rooms JOIN {table} AS rated {indexed_by}
+                    ON rated.rate_key = rate_rooms.rate_key
                 WHERE rate_rooms.room > 0 AND {due}
             ) WHERE place <= room
         )"""
         materialized = ""
     return f"""
         rate_keys(rate_key) AS (
-            SELECT min(rate_key) FROM {table} WHERE rate_key IS NOT NULL AND {waiting}
+            SELECT min(rate_key) FROM {rated} WHERE rate_key IS NOT NULL AND {waiting}
             UNION ALL
             SELECT (
-                SELECT min(rate_key) FROM {table}
+                SELECT min(rate_key) FROM {rated}
                 WHERE rate_key > rate_keys.rate_key AND {waiting}
             ) FROM rate_keys WHERE rate_keys.rate_key IS NOT NULL
         ),

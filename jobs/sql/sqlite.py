@@ -56,8 +56,9 @@ def _rate_room(connection) -> str:
 
 def _rate_ctes(connection, queue_count: int) -> str:
     return common.rate_ctes(
-        connection, queue_count, lateral=False, window=_window, room=_rate_room(connection)
-    )
+        connection, queue_count, lateral=False, window=_window, room=_rate_room(connection),
+        indexed_by="INDEXED BY jobs_task_rate_claimable_idx",
+    )  # fmt: skip
 
 
 def claim_sql(connection, queue_count: int) -> str:
