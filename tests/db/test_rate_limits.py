@@ -15,6 +15,7 @@ from jobs.metrics import waiting
 from jobs.models import RateWindow, Task
 from jobs.states import Status
 from jobs.tasks.definition import TaskOptionError
+from jobs.testing import drain
 from tests.factories import TaskFactory, UserFactory
 from tests.helpers import claim, staff
 from tests.testapp import django_tasks, tasks
@@ -336,3 +337,13 @@ def test_maintenance_deletes_windows_long_ended_and_counting_starts_afresh():
     (again,) = claim("w", 10, lease_seconds=30, now=at(3600 + 62))
     assert again.rate_key == "old"
     assert RateWindow.objects.get(key="old").started == 1
+
+
+def test_drain_in_a_test_keeps_the_limit_and_a_later_now_opens_the_next_window():
+    for number in range(3):
+        tasks.add.using(rate_limit="2/m").enqueue(number, 1)
+    minute = datetime.fromtimestamp((timezone.now().timestamp() // 60 + 1) * 60, tz=UTC)
+    assert drain(now=minute).counts[Status.SUCCEEDED] == 2
+    assert Task.objects.filter(status=Status.PENDING).count() == 1
+    assert drain(now=minute + timedelta(seconds=59)).counts.get(Status.SUCCEEDED, 0) == 0
+    assert drain(now=minute + timedelta(seconds=60)).counts[Status.SUCCEEDED] == 1
