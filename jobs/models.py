@@ -151,6 +151,18 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="jobs_task_status_valid"
             ),
+            # A rate key comes with its limit and period: the claim divides by the period, and
+            # its trigger counts in it, so a row without them would fail every claim.
+            models.CheckConstraint(
+                condition=Q(rate_key__isnull=True)
+                | Q(
+                    rate_limit__isnull=False,
+                    rate_limit__gte=1,
+                    rate_period__isnull=False,
+                    rate_period__gte=1,
+                ),
+                name="jobs_task_rate_complete",
+            ),
             # The rows holding their unique key: waiting ones that never started, and active
             # ones. Only an INSERT enters it (a requeue gives up the key: transitions), so no
             # status change can break it; a waiting task that ran once (retrying, or handed

@@ -173,6 +173,22 @@ class Migration(migrations.Migration):
                 name="jobs_task_rate_claimable_idx",
             ),
         ),
+        migrations.AddConstraint(
+            model_name="task",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("rate_key__isnull", True),
+                    models.Q(
+                        ("rate_limit__gte", 1),
+                        ("rate_limit__isnull", False),
+                        ("rate_period__gte", 1),
+                        ("rate_period__isnull", False),
+                    ),
+                    _connector="OR",
+                ),
+                name="jobs_task_rate_complete",
+            ),
+        ),
         migrations.RunPython(
             run_sql({"postgresql": COUNT_POSTGRESQL, "sqlite": COUNT_SQLITE}),
             run_sql({"postgresql": DROP_POSTGRESQL, "sqlite": DROP_SQLITE}),

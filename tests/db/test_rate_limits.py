@@ -5,7 +5,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -347,3 +347,11 @@ def test_drain_in_a_test_keeps_the_limit_and_a_later_now_opens_the_next_window()
     assert Task.objects.filter(status=Status.PENDING).count() == 1
     assert drain(now=minute + timedelta(seconds=59)).counts.get(Status.SUCCEEDED, 0) == 0
     assert drain(now=minute + timedelta(seconds=60)).counts[Status.SUCCEEDED] == 1
+
+
+@pytest.mark.parametrize("fields", [{"rate_limit": None}, {"rate_period": 0}, {"rate_limit": 0}])
+def test_the_database_refuses_a_rate_key_without_its_limit_and_period(fields):
+    """A row written past enqueue (by hand, another tool) cannot break every claim."""
+    (task,) = rated("k", 1, 60, 1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Task.objects.filter(pk=task.pk).update(**fields)
