@@ -61,18 +61,26 @@ def parse_rate(value) -> Rate:
     if isinstance(value, Rate):
         return value
     if not isinstance(value, str):
-        raise RateError(f"A rate limit must be {EXPECTED}, not {value!r:.80}.")
+        raise RateError(f"A rate limit must be {EXPECTED}, not {_shown(value)}.")
     if len(value) > MAX_RATE_TEXT:
         raise RateError(f"A rate limit must be {EXPECTED}; this text is {len(value):,} long.")
     match = _RATE.fullmatch(value.strip().lower())
     unit = _unit(match.group(3)) if match else None
     if match is None or unit is None:
-        raise RateError(f"A rate limit must be {EXPECTED}, not {value!r:.80}.")
+        raise RateError(f"A rate limit must be {EXPECTED}, not {_shown(value)}.")
     count, multiple = int(match.group(1)), int(match.group(2) or 1)
     period = multiple * UNITS[unit]
     if not 1 <= count <= MAX_RATE_COUNT or not 1 <= period <= MAX_RATE_PERIOD:
-        raise RateError(f"A rate limit must be {EXPECTED}, not {value!r:.80}.")
+        raise RateError(f"A rate limit must be {EXPECTED}, not {_shown(value)}.")
     return Rate(count, period)
+
+
+def _shown(value) -> str:
+    """``value`` as the message shows it: short, escaped (NUL, surrogates), never failing."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a whole number of {value.bit_length():,} bits"  # repr refuses past 4,300 digits
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _unit(word: str) -> str | None:
