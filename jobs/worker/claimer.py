@@ -156,9 +156,7 @@ class Claimer:
         try:
             due_at = self._retry(lambda: claiming.next_due_at(queues=self.queues), "next_due")
             # A full rate window holding back due tasks: wake as it ends, not at the next poll.
-            opens_at = self._retry(
-                lambda: claiming.next_window_at(queues=self.queues), "next_window"
-            )
+            opens_at = self._retry(self._next_window_at, "next_window")
         except DatabaseError:
             return None  # the poll interval decides; the heartbeat tells of the outage
         if opens_at is not None and (due_at is None or opens_at < due_at):
@@ -170,11 +168,17 @@ class Claimer:
         # poll interval decides, rather than spinning.
         return time.monotonic() + seconds if seconds > 0 else None
 
+    def _next_window_at(self):
+        # Windows ending after the last claim started, not after now: one that ended in between
+        # was full when the claim looked, and its tasks are for the next claim, at once.
+        since = self.started_at or timezone.now()
+        return claiming.next_window_at(queues=self.queues, now=since)
+
     def rate_held(self) -> bool:
-        """Whether a due task waits for its rate window to end (a burst worker waits for it)."""
+        """Whether a due task waited for its rate window when the last claim looked (a burst
+        worker waits for it)."""
         try:
-            return self._retry(lambda: claiming.next_window_at(queues=self.queues),
-                               "next_window") is not None  # fmt: skip
+            return self._retry(self._next_window_at, "next_window") is not None
         except DatabaseError:
             return False
 
