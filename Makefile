@@ -8,7 +8,7 @@ PG_URL ?= postgres://root@127.0.0.1:5432/jobs
 SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium test-newest-python test-package clean
+.PHONY: install screenshots demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium pgbouncer test-newest-python test-package clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: install
 	@echo "Demo at http://127.0.0.1:8000/  logins alice/alice, bob/bob; admin at /admin/ (admin/admin)"
 	$(PY) manage.py runworker & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 		$(PY) manage.py runserver 127.0.0.1:8000
+
+# The documentation's screenshots (docs/images/), taken from the demo in Chromium.
+screenshots: install chromium
+	$(PY) docs/screenshots.py
 
 # The whole suite: lint, type check, migrations check, the documentation site, then every test
 # on SQLite and on PostgreSQL, and again with Django 6 on a newer Python when the machine has
@@ -53,7 +57,7 @@ test-sqlite: install chromium
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on SQLite"
 	DATABASE_URL=$(SQLITE_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
-test-postgres: install postgres chromium
+test-postgres: install postgres chromium pgbouncer
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on PostgreSQL"
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -62,6 +66,9 @@ postgres:
 
 chromium:
 	.ci/ensure-chromium
+
+pgbouncer:
+	.ci/ensure-pgbouncer
 
 test-newest-python:
 	@newer=$$(.ci/find-newer-python); \

@@ -97,7 +97,8 @@ def fill(rows: int, refill: bool):
         return
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE jobs_task, jobs_worker, jobs_queuepause")
+        # CASCADE: the tables that refer to tasks (steps, effects) go with them.
+        cursor.execute("TRUNCATE jobs_task, jobs_worker, jobs_queuepause CASCADE")
         # No parameters: the SQL uses % as modulo, and rows is an int.
         cursor.execute(FILL_SQL.replace("{rows}", str(int(rows))))
     now = timezone.now()

@@ -16,3 +16,4 @@ class JobsConfig(AppConfig):
         # service) must still start, and admin.site cannot even be touched there.
         if apps.is_installed("django.contrib.admin"):
             from jobs.admin import schedules as admin_schedules  # noqa: F401  (optional)
+            from jobs.admin import workers as admin_workers  # noqa: F401  (optional)

@@ -166,6 +166,9 @@ def check_numeric_limits(app_configs, **kwargs):
         error("BACKOFF_JITTER", "a fraction from 0 to 1")
     if not isinstance(jobs_settings.AUTO_PRUNE, bool):
         error("AUTO_PRUNE", "True or False")
+    keep, most = jobs_settings.HISTORY_KEEP_DAYS, limits.MAX_RETENTION_DAYS
+    if not isinstance(keep, int) or isinstance(keep, bool) or not 1 <= keep <= most:
+        error("HISTORY_KEEP_DAYS", f"a whole number of days from 1 to {most:,}")
     errors += _check_counts()
     errors += _check_enqueue_defaults()
     return errors
@@ -277,6 +280,41 @@ def check_poll_interval(app_configs, **kwargs):
             id="jobs.E031",
         )
     ]
+
+
+@checks.register(TAG)
+def check_listen_database(app_configs, **kwargs):
+    """JOBS_LISTEN_DATABASE names a PostgreSQL database of DATABASES (or is None)."""
+    alias = jobs_settings.LISTEN_DATABASE
+    if alias is None:
+        return []
+    hint = (
+        "Name the alias of a direct connection (not through a pooler in transaction mode) to "
+        "the PostgreSQL database that holds the task table, or leave it unset to listen on "
+        "the task table's own connection."
+    )
+    if not isinstance(alias, str) or alias not in settings.DATABASES:
+        return [
+            checks.Error(
+                f"JOBS_LISTEN_DATABASE must be an alias of DATABASES, got {alias!r}.",
+                hint=hint,
+                id="jobs.E032",
+            )
+        ]
+    try:
+        listens = sql.dialect(alias).LISTENS
+    except NotImplementedError:
+        listens = False
+    if not listens:
+        return [
+            checks.Error(
+                f"JOBS_LISTEN_DATABASE {alias!r} is not a PostgreSQL database: only "
+                "PostgreSQL has LISTEN.",
+                hint=hint,
+                id="jobs.E032",
+            )
+        ]
+    return []
 
 
 @checks.register(TAG)

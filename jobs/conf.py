@@ -28,6 +28,10 @@ DEFAULTS = {
     "DEFAULT_TIMEOUT": 30 * 60.0,
     "LEASE_SECONDS": 60.0,
     "POLL_INTERVAL": 1.0,
+    # The database alias whose connection LISTENs for new tasks (PostgreSQL); None: the task
+    # table's own. Name a direct connection when that one goes through a pooler in transaction
+    # mode (PgBouncer): LISTEN cannot work there, and without it the worker polls.
+    "LISTEN_DATABASE": None,
     "CONCURRENCY": 4,
     # The highest --concurrency / JOBS_CONCURRENCY a worker accepts (see jobs.limits).
     "MAX_CONCURRENCY": 256,
@@ -56,7 +60,7 @@ DEFAULTS = {
     "WAITING_CRITICAL_SECONDS": 300.0,
     "RUNNING_WARNING_SECONDS": 900.0,
     # How far back timings, failure rates, retries and failure groups look; how often the
-    # dashboard reloads itself (seconds).
+    # dashboard, the task list and the task page poll for their figures (seconds).
     "METRICS_WINDOW_SECONDS": 3600.0,
     "DASHBOARD_REFRESH_SECONDS": 10,
     # Pruning: how long finished tasks are kept, by status (seconds or a timedelta; None keeps
@@ -72,6 +76,9 @@ DEFAULTS = {
     "AUTO_PRUNE": False,
     "PRUNE_INTERVAL": 3600.0,
     "PRUNE_MAX_BATCHES": 10,
+    # History: days the hourly rollups of finished tasks are kept (the dashboard's week chart
+    # and the task type pages read them); pruning tasks erases none of them.
+    "HISTORY_KEEP_DAYS": 14,
     # Periodic tasks: {"name": {"task": ..., "cron": "*/5 * * * *" or "every": seconds, ...}}.
     "SCHEDULES": {},
     # Health: thresholds of `jobs_health` and the health endpoint.

@@ -356,6 +356,12 @@ class Worker(models.Model):
     hostname = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
     queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
+    queue_caps = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The most tasks of a queue it runs at once, by queue (runworker --queues "
+        "imports:2); a queue not named is capped only by its concurrency.",
+    )
     concurrency = models.PositiveIntegerField()
     # As reported at its last heartbeat. in_flight counts every task it holds: running in a
     # child, claimed ahead for a child about to be free, or finished with its success not yet
@@ -372,6 +378,17 @@ class Worker(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat_at = models.DateTimeField(default=timezone.now)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # Set by an operator (the admin's "stop after current tasks"); the worker reads it at its
+    # heartbeat, claims nothing more, finishes what it runs and exits.
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
 
     objects = WorkerQuerySet.as_manager()
 
@@ -380,6 +397,7 @@ class Worker(models.Model):
         indexes = [
             models.Index(fields=["stopped_at", "last_heartbeat_at"], name="jobs_worker_alive_idx")
         ]
+        permissions = [("stop_worker", "Can ask workers to stop after their current tasks")]
 
     def __str__(self):
         return self.id
@@ -389,7 +407,7 @@ class RateWindow(models.Model):
     """The starts of one rate key in its current window, as the claim counts them.
 
     Written only by the database: a trigger counts each task of the key the claim sets running,
-    in the claim's transaction (migration 0016); the claim reads it to know the room left. A
+    in the claim's transaction (migration 0019); the claim reads it to know the room left. A
     window never moves back: a claim whose clock is behind the window's start counts in that
     window, so a clock stepped back opens no window early.
     """
@@ -430,14 +448,40 @@ class QueuePause(models.Model):
         return f"{self.queue} (paused)"
 
 
+class TaskPause(models.Model):
+    """A paused task type: workers claim none of its tasks, in any queue, while this row exists."""
+
+    name = models.CharField(primary_key=True, max_length=200)  # as its rows carry it
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [("pause_task_type", "Can pause and resume task types")]
+
+    def __str__(self):
+        return f"{self.name} (paused)"
+
+
 class Schedule(models.Model):
-    """The state of one periodic schedule: what workers last enqueued for it, and when next.
+    """One periodic schedule: what it runs, when workers last enqueued it, and when next.
 
     Schedules are declared in settings (``JOBS_SCHEDULES``) or code
-    (``jobs.maintenance.periodic``); workers
-    mirror each declaration here so the admin can show it. The row holds no lock: one enqueue
-    per due time comes from the task table's unique idempotency key.
+    (``jobs.maintenance.periodic``), and workers mirror each declaration here so the admin can
+    show it (``source`` "code"); or they are added in the admin, and the row is the schedule
+    (``source`` "admin"). The row holds no lock: one enqueue per due time comes from the task
+    table's unique idempotency key.
     """
+
+    class Source(models.TextChoices):
+        CODE = "code", "settings or code"
+        ADMIN = "admin", "admin"
 
     name = models.CharField(primary_key=True, max_length=200)
     task = models.CharField(max_length=200, help_text="Registered name of the task enqueued.")
@@ -445,6 +489,14 @@ class Schedule(models.Model):
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
     time_zone = models.CharField(max_length=64, default="UTC")
     enabled = models.BooleanField(default=True, help_text="Untick to pause the schedule.")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.CODE)
+    # What an admin schedule enqueues (a code schedule's are in its declaration).
+    args = models.JSONField(default=list, blank=True, help_text="A JSON list.")
+    kwargs = models.JSONField(default=dict, blank=True, help_text="A JSON object.")
+    queue = models.CharField(max_length=100, blank=True, default="", help_text="Empty: the task's.")
+    priority = models.SmallIntegerField(null=True, blank=True, help_text="Empty: the task's.")
+    # Bumped by every save from the admin: a form saved over another's edit is refused.
+    version = models.PositiveIntegerField(default=0)
     last_run_at = models.DateTimeField(null=True, blank=True, help_text="Slot last enqueued.")
     last_task_id = models.UUIDField(null=True, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
@@ -453,6 +505,7 @@ class Schedule(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("run_schedule", "Can run a schedule now")]
 
     def __str__(self):
         return self.name
@@ -514,3 +567,56 @@ class Effect(models.Model):
 
     def __str__(self):
         return self.key
+
+
+class TaskRollup(models.Model):
+    """What the tasks of one queue and task name that finished in one bucket add up to.
+
+    A bucket is a minute (``span`` 60) or an hour (3600) starting at ``bucket_at`` (UTC); hour
+    buckets are minute buckets added up. Written once per bucket by the maintenance rounds
+    (``jobs.maintenance.rollups``), read by the history charts (``jobs.metrics.history``); kept
+    apart from the tasks, so pruning them erases none of it. ``ran`` and the sums and histograms
+    count the attempts that ran to their end, as the live percentiles do
+    (``jobs.metrics.window.RAN``); a histogram holds one count per bin of
+    ``jobs.metrics.rollups.BOUNDS`` (the last bin: above the last bound).
+    """
+
+    span = models.PositiveIntegerField()
+    bucket_at = models.DateTimeField()
+    queue = models.CharField(max_length=100)
+    name = models.CharField(max_length=200)
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    retried = models.PositiveIntegerField(default=0)  # finished after more than one attempt
+    ran = models.PositiveIntegerField(default=0)
+    run_seconds = models.FloatField(default=0.0)
+    wait_seconds = models.FloatField(default=0.0)
+    run_bins = models.JSONField(default=list)
+    wait_bins = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            # The backstop of "a bucket is written once": a second writer fails, never adds.
+            models.UniqueConstraint(
+                fields=["span", "bucket_at", "queue", "name"], name="jobs_taskrollup_unique"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["span", "name", "bucket_at"], name="jobs_taskrollup_name_idx")
+        ]
+
+    def __str__(self):
+        return f"{self.name} {self.queue} {self.bucket_at:%Y-%m-%d %H:%M} ({self.span} s)"
+
+
+class RollupMark(models.Model):
+    """How far the rollups of one span have gone: every bucket before ``rolled_until`` is
+    written. Advanced by a conditional UPDATE in the transaction that writes the buckets, so of
+    two writers of the same buckets one commits and the other writes nothing."""
+
+    span = models.PositiveIntegerField(primary_key=True)
+    rolled_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.span} s rolled until {self.rolled_until}"

@@ -1,5 +1,7 @@
 """Helpers shared by test modules."""
 
+import re
+
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
@@ -91,3 +93,11 @@ def insert_many_rows(count: int, *, status: str):
             [status, 1 if finished else 0, finished, count],
         )
         cursor.execute(f"ANALYZE {table}")
+
+
+def offered_buttons(page: str) -> set[str]:
+    """The action URLs of a task page's buttons that show (a hidden one waits for its state)."""
+    found = re.findall(
+        r'<li data-live-action="\w+"( hidden)?>\s*<form method="post" action="([^"]+)"', page
+    )
+    return {url for hidden, url in found if not hidden}

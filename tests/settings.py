@@ -71,3 +71,15 @@ LOGGING = {
         },
     },
 }
+
+# Processes of the PgBouncer tests (tests/process/test_pgbouncer.py) reach the task table through
+# PgBouncer in transaction mode, as production often does: named (server-side) cursors cannot
+# outlive a statement there (Django's documented setting for transaction pooling), and LISTEN
+# goes over a direct connection when the test names one.
+if os.environ.get("JOBS_TEST_THROUGH_POOLER"):
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    if os.environ.get("JOBS_TEST_DIRECT_DATABASE_URL"):
+        import environ
+
+        DATABASES["direct"] = environ.Env.db_url_config(os.environ["JOBS_TEST_DIRECT_DATABASE_URL"])
+        JOBS_LISTEN_DATABASE = "direct"

@@ -98,8 +98,13 @@ class NotificationMiddleware:
 
     def __call__(self, request):
         user = getattr(request, "user", None)
-        # Only pages: the status JSON polled every 2 seconds must not swallow the messages.
-        wants_page = request.method == "GET" and not request.path.startswith(("/jobs/", "/static/"))
+        # Only pages: the status JSON polled every 2 seconds, and the admin's live figures
+        # (jobs.admin.live, asked for as JSON), must not swallow the messages.
+        wants_page = (
+            request.method == "GET"
+            and not request.path.startswith(("/jobs/", "/static/"))
+            and "application/json" not in request.headers.get("Accept", "")
+        )
         if wants_page and user is not None and user.is_authenticated:
             show_unread(request, user)
         return self.get_response(request)

@@ -5,7 +5,14 @@ import json
 from django.utils.html import format_html, format_html_join
 
 from jobs.humanize import moment_text
+from jobs.metrics import waiting as waiting_reasons
 from jobs.states import Status
+from jobs.transitions import is_expired
+
+# Large JSON columns the changelist never shows: not read for a page of 100 rows (nor by its
+# live updates).
+HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
+PROGRESS_SHOWN = 60  # characters of the progress text in the task list and on the task page
 
 # Colours of the status badges; the stylesheet (static/jobs/admin/jobs.css) holds the palette.
 BADGE_CLASSES: dict[str, str] = {
@@ -18,14 +25,34 @@ BADGE_CLASSES: dict[str, str] = {
 }
 
 
-def status_badge(status: str, *, cancel_requested: bool = False, note: str = ""):
-    """Return the status as a coloured badge; a running task asked to stop says so, and
-    ``note`` is said after the status ("waiting until …", "expired")."""
+def status_label(status: str, *, cancel_requested: bool = False, note: str = "") -> str:
+    """Return the status in words; a running task asked to stop says so, and ``note`` is said
+    after the status ("waiting until …", "expired")."""
     label = Status(status).label
     if cancel_requested and status == Status.RUNNING:
-        label = f"{label} (stop requested)"
-    elif note:
-        label = f"{label} ({note})"
+        return f"{label} (stop requested)"
+    return f"{label} ({note})" if note else label
+
+
+def status_note(task) -> str:
+    """Return what the badge says after the status: why it waits, or "expired"."""
+    # The status view's words: "waiting until <time>" for a snoozed or delayed task,
+    # "expired" for one cancelled because it had not started by its deadline.
+    # The changelist does not read last_error (HEAVY_FIELDS): only the task's page says
+    # "expired", rather than one query per row.
+    waiting = getattr(task, "jobs_waiting", None)  # set for the changelist's page
+    if waiting is not None:
+        return waiting_reasons.compact_text(waiting)
+    if until := task.waiting_until():
+        return f"waiting until {moment_text(until)}"
+    if "last_error" not in task.get_deferred_fields() and is_expired(task):
+        return "expired"
+    return ""
+
+
+def status_badge(status: str, *, cancel_requested: bool = False, note: str = ""):
+    """Return ``status_label`` as a coloured badge."""
+    label = status_label(status, cancel_requested=cancel_requested, note=note)
     return format_html(
         '<span class="jobs-badge jobs-badge--{}">{}</span>', BADGE_CLASSES[status], label
     )
@@ -43,9 +70,17 @@ class FullWidthChangeList:
 
 def cut(text: str, length: int):
     """Return ``text`` cut to ``length`` characters with "…", the whole of it on hover."""
-    if len(text) <= length:
+    shown, whole = cut_parts(text, length)
+    if not whole:
         return text
-    return format_html('<span title="{}">{}…</span>', text, text[:length])
+    return format_html('<span title="{}">{}</span>', whole, shown)
+
+
+def cut_parts(text: str, length: int) -> tuple[str, str]:
+    """Return ``text`` cut to ``length`` characters with "…", and the whole ("" if not cut)."""
+    if len(text) <= length:
+        return text, ""
+    return f"{text[:length]}…", text
 
 
 def pretty_json(value):

@@ -40,7 +40,7 @@ def render_errors(request, context):
         window=key,
         window_label=label,
         windows=[(name, WINDOWS[name][0]) for name in ORDER],
-        rows=[_row(group) for group in groups],
+        rows=[error_row(group) for group in groups],
         limit=LIMIT,
         at_limit=len(groups) >= LIMIT,
         attempts=sum(group.attempts for group in groups),
@@ -56,7 +56,8 @@ def tasks_url(name: str, exception: str) -> str:
     return f"{reverse('admin:jobs_task_changelist')}?{urlencode(filters)}"
 
 
-def _row(group: metrics.ErrorGroup) -> dict:
+def error_row(group: metrics.ErrorGroup) -> dict:
+    """Format one group for a table of errors (this page's, a task type's page)."""
     return {
         "group": group,
         "first": moment_text(group.first_at),

@@ -1,12 +1,18 @@
 """Changelist filters whose choices come from indexes, not from reading every row."""
 
+from datetime import timedelta
+
 from django.contrib import admin
 from django.db import connections
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
 from jobs import metrics, sql
 from jobs.sql import errors
+
+# The windows an operator acts on ("every failed import of the last hour"), in seconds.
+FINISHED_WITHIN = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
 
 
 class _IndexedValueFilter(admin.SimpleListFilter):
@@ -56,3 +62,25 @@ class ErrorFilter(admin.SimpleListFilter):
         condition = errors.has_exception_sql(connection, sql.dialect(connection))
         raised = RawSQL(condition, [self.value()], output_field=BooleanField())
         return queryset.annotate(jobs_raised=raised).filter(jobs_raised=True)
+
+
+class FinishedFilter(admin.SimpleListFilter):
+    """Tasks that finished within a recent window (``?finished=1h``), counted from now, so a
+    bulk retry or cancel can take "every failed import of the last hour"."""
+
+    title = "finished"
+    parameter_name = "finished"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("1h", "In the last hour"),
+            ("24h", "In the last 24 hours"),
+            ("7d", "In the last 7 days"),
+        ]
+
+    def queryset(self, request, queryset):
+        seconds = FINISHED_WITHIN.get(self.value() or "")
+        if seconds is None:  # no choice, or one not offered: the whole list
+            return queryset
+        since = timezone.now() - timedelta(seconds=seconds)
+        return queryset.filter(finished_at__gte=since)

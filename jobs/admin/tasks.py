@@ -18,19 +18,17 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 
 from jobs import states
-from jobs.admin import actions, dashboard, display, errors, select_all
-from jobs.admin.filters import ErrorFilter, NameFilter, QueueFilter
+from jobs.admin import actions, dashboard, display, errors, history, live, select_all
+from jobs.admin.display import HEAVY_FIELDS, PROGRESS_SHOWN
+from jobs.admin.filters import ErrorFilter, FinishedFilter, NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.paginator import EstimatedCountPaginator
-from jobs.humanize import moment_text, seconds_text
+from jobs.humanize import seconds_text
 from jobs.metrics import waiting as waiting_reasons
-from jobs.models import Task
-from jobs.transitions import is_expired
+from jobs.models import Task, TaskPause
 
-# Large JSON columns the changelist never shows: not read for a page of 100 rows.
-HEAVY_FIELDS = ("payload", "result", "error_details", "last_error")
 SUMMARY_SHOWN = 60  # characters of a summary in the task list
-PROGRESS_SHOWN = 60  # characters of the progress text in the task list
+PAUSE_TYPES = "jobs.pause_task_type"  # pausing and resuming a task type
 
 
 class TaskChangeList(ChangeList):
@@ -57,7 +55,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         "run_time",
         "owner",
     ]
-    list_filter = ["status", NameFilter, QueueFilter, ErrorFilter, "created_at"]
+    list_filter = ["status", NameFilter, QueueFilter, ErrorFilter, FinishedFilter, "created_at"]
     search_fields = ["name"]  # shows the search box; get_search_results does the searching
     search_help_text = (
         "A task id, a task name (its start, or its short name: import_contacts), an idempotency "
@@ -119,6 +117,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
 
     class Media:
         css = {"all": ["jobs/admin/jobs.css"]}
+        js = ["jobs/admin/live.js"]
 
     # Permissions -------------------------------------------------------------------------------
 
@@ -137,6 +136,11 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         return request.user.has_perm("jobs.cancel_task")
 
     # Changelist --------------------------------------------------------------------------------
+
+    def changelist_view(self, request, extra_context=None):
+        # The rows' states and progress update in place (jobs.admin.live, jobs/admin/live.js).
+        extra_context = {"live_interval": dashboard.live_interval_ms(), **(extra_context or {})}
+        return super().changelist_view(request, extra_context)
 
     def get_changelist(self, request, **kwargs):
         return TaskChangeList
@@ -182,20 +186,10 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task):
-        # The status view's words: "waiting until <time>" for a snoozed or delayed task,
-        # "expired" for one cancelled because it had not started by its deadline.
-        # The changelist does not read last_error (HEAVY_FIELDS): only the task's page says
-        # "expired", rather than one query per row.
-        note = ""
-        waiting = getattr(task, "jobs_waiting", None)  # set for the changelist's page
-        if waiting is not None:
-            note = waiting_reasons.compact_text(waiting)
-        elif until := task.waiting_until():
-            note = f"waiting until {moment_text(until)}"
-        elif "last_error" not in task.get_deferred_fields() and is_expired(task):
-            note = "expired"
         return display.status_badge(
-            task.status, cancel_requested=bool(task.cancel_requested_at), note=note
+            task.status,
+            cancel_requested=bool(task.cancel_requested_at),
+            note=display.status_note(task),
         )
 
     @admin.display(description="waiting")
@@ -295,8 +289,19 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         view = self.admin_site.admin_view
         return [
             path("dashboard/", view(self.dashboard_view), name="jobs_task_dashboard"),
+            path(
+                "dashboard/live/",
+                live.view(self, live.dashboard_figures),
+                name="jobs_task_live_dashboard",
+            ),
+            path("live/", live.view(self, live.task_rows), name="jobs_task_live"),
+            path(
+                "<path:object_id>/live/", live.view(self, live.one_task), name="jobs_task_live_one"
+            ),
             path("dashboard/pause/", view(self.pause_view), name="jobs_task_pause"),
+            path("dashboard/pause-type/", view(self.pause_type_view), name="jobs_task_pause_type"),
             path("errors/", view(self.errors_view), name="jobs_task_errors"),
+            path("task-type/", view(self.task_type_view), name="jobs_task_type"),
             path("<path:object_id>/retry/", view(self.retry_view), name="jobs_task_retry"),
             path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_task_cancel"),
             path("<path:object_id>/run-now/", view(self.run_now_view), name="jobs_task_run_now"),
@@ -307,20 +312,32 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         task = self.get_object(request, unquote(object_id))
         extra_context = dict(extra_context or {})
         if task is not None:
-            extra_context["can_retry"] = (
-                task.status in states.REQUEUE.sources and self.has_retry_permission(request)
-            )
-            extra_context["can_cancel"] = self.has_cancel_permission(request) and (
+            extra_context.update(self.offered_actions(request, task))
+            # Every button the user may press is on the page, hidden while it cannot apply:
+            # the live updates (jobs.admin.live) show it when the task's state lets it.
+            extra_context["may_retry"] = self.has_retry_permission(request)
+            extra_context["may_cancel"] = self.has_cancel_permission(request)
+            extra_context["live_url"] = reverse("admin:jobs_task_live_one", args=[quote(task.pk)])
+            extra_context["live_interval"] = dashboard.live_interval_ms()
+            extra_context["can_pause_type"] = request.user.has_perm(PAUSE_TYPES)
+            extra_context["type_paused"] = TaskPause.objects.filter(name=task.name).exists()
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def offered_actions(self, request, task) -> dict[str, bool]:
+        """Return which of the task page's buttons apply to ``task`` now, for this user."""
+        return {
+            "can_retry": task.status in states.REQUEUE.sources
+            and self.has_retry_permission(request),
+            "can_cancel": self.has_cancel_permission(request)
+            and (
                 # Waiting: cancelled at once, even if a stop was asked of an earlier attempt.
                 task.status in states.CANCEL.sources
                 or (task.status in states.CANCEL_RUNNING.sources and not task.cancel_requested_at)
-            )
-            extra_context["can_run_now"] = (
-                task.status in states.CLAIM.sources
-                and task.run_after > timezone.now()
-                and self.has_retry_permission(request)
-            )
-        return super().change_view(request, object_id, form_url, extra_context)
+            ),
+            "can_run_now": task.status in states.CLAIM.sources
+            and task.run_after > timezone.now()
+            and self.has_retry_permission(request),
+        }
 
     def retry_view(self, request, object_id):
         return self._act_on_one(request, object_id, self.has_retry_permission, actions.retry)
@@ -367,6 +384,7 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             # queue table 300 px short (the breadcrumbs still lead back).
             "is_nav_sidebar_enabled": False,
             "can_pause": request.user.has_perm("jobs.pause_queue"),
+            "can_pause_types": request.user.has_perm(PAUSE_TYPES),
         }
         return dashboard.render_dashboard(request, context)
 
@@ -376,6 +394,12 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Errors"}
         return errors.render_errors(request, context)
 
+    def task_type_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {**self.admin_site.each_context(request), "opts": self.opts}
+        return history.render_task_type(request, context)
+
     def pause_view(self, request):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
@@ -384,3 +408,12 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         text, level = dashboard.pause_or_resume(request)
         self.message_user(request, text, level)
         return redirect(reverse("admin:jobs_task_dashboard"))
+
+    def pause_type_view(self, request):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not request.user.has_perm(PAUSE_TYPES):
+            raise PermissionDenied
+        text, level = dashboard.pause_or_resume_task_type(request)
+        self.message_user(request, text, level)
+        return redirect(dashboard.way_back(request))

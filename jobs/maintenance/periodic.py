@@ -8,6 +8,8 @@ day runs once when workers return, not once per missed slot.
 
 The enqueue carries the idempotency key ``periodic:<schedule>:<slot>``: the task table's unique
 constraint on (name, key) makes exactly one task per slot however many workers race for it.
+Schedules added in the admin are rows (``Schedule.source`` "admin") rather than declarations;
+the same round enqueues them with the same key, so the same guarantee holds for them.
 A schedule runs a ``@jobs.task`` or a Django ``@task`` stored by a jobs backend (what each is,
 and how a Django task is enqueued: ``jobs.maintenance.schedulable``).
 """
@@ -211,27 +213,90 @@ def run_due(*, now=None) -> list:
     Safe to call from every worker at once: the idempotency key makes one task per slot.
     """
     now = now or timezone.now()
-    results = []
+    results: list[SlotResult] = []
     for spec in declared().values():
         row = _sync(spec, now)
-        if not row.enabled:
-            continue
-        slot = spec.latest_slot(now)
-        if row.last_run_at is not None and row.last_run_at >= slot:
-            continue
-        if row.last_run_at is None and slot < row.created_at:
-            # A new schedule starts with the first slot after it appeared, not a past one.
-            continue
+        if row is not None and row.enabled:
+            _enqueue_if_due(spec, row, now, results)
+    for row in Schedule.objects.filter(source=Schedule.Source.ADMIN, enabled=True):
         try:
-            results.append(enqueue_slot(spec, slot, now=now))
-        except UnknownTaskError:
-            logger.error("schedule task unknown schedule=%s task=%s", spec.name, spec.task)
-        except ImproperlyConfigured as exc:  # a Django task no jobs backend stores (any more)
-            logger.error("schedule task refused schedule=%s error=%s", spec.name, exc)
-        except PayloadError as exc:
-            # One schedule's bad arguments must not hold back the others.
-            logger.error("schedule arguments refused schedule=%s error=%s", spec.name, exc)
+            spec = from_row(row)
+        except ImproperlyConfigured as exc:  # written past the admin's form: say so, go on
+            logger.error("schedule refused schedule=%s error=%s", row.name, exc)
+            continue
+        if row.next_run_at is None or row.next_run_at <= now:
+            Schedule.objects.filter(pk=row.pk).update(next_run_at=spec.next_slot(now))
+        _enqueue_if_due(spec, row, now, results)
     return results
+
+
+def _enqueue_if_due(spec: PeriodicTask, row: Schedule, now, results: list["SlotResult"]) -> None:
+    slot = spec.latest_slot(now)
+    if row.last_run_at is not None and row.last_run_at >= slot:
+        return
+    if row.last_run_at is None and slot < row.created_at:
+        # A new schedule starts with the first slot after it appeared, not a past one.
+        return
+    try:
+        results.append(enqueue_slot(spec, slot, now=now))
+    except UnknownTaskError:
+        logger.error("schedule task unknown schedule=%s task=%s", spec.name, spec.task)
+    except ImproperlyConfigured as exc:  # a Django task no jobs backend stores (any more)
+        logger.error("schedule task refused schedule=%s error=%s", spec.name, exc)
+    except PayloadError as exc:
+        # One schedule's bad arguments must not hold back the others.
+        logger.error("schedule arguments refused schedule=%s error=%s", spec.name, exc)
+
+
+def from_row(row: Schedule) -> PeriodicTask:
+    """Return the schedule an admin row describes; ImproperlyConfigured if it is not one."""
+    if not isinstance(row.args, list) or not isinstance(row.kwargs, dict):
+        raise ImproperlyConfigured(
+            f"Schedule {row.name!r}: args must be a JSON list and kwargs a JSON object."
+        )
+    return PeriodicTask(
+        name=row.name,
+        task=row.task,
+        cron=row.cron,
+        every=row.interval_seconds,
+        args=tuple(row.args),
+        kwargs=dict(row.kwargs),
+        queue=row.queue or None,
+        priority=row.priority,
+        time_zone=row.time_zone,
+    )
+
+
+def spec_of(row: Schedule) -> PeriodicTask:
+    """Return the schedule of ``row``, declared or added in the admin.
+
+    Raise ImproperlyConfigured when there is none: a declaration gone from settings and code
+    (the row outlived it), or an admin row that is not a valid schedule.
+    """
+    if row.source == Schedule.Source.ADMIN:
+        return from_row(row)
+    try:
+        return declared()[row.name]
+    except KeyError:
+        raise ImproperlyConfigured(
+            f"Schedule {row.name!r} is no longer declared in settings or code."
+        ) from None
+
+
+def run_now(spec: PeriodicTask, *, now=None, by: str = ""):
+    """Enqueue ``spec``'s task at once, outside its slots; return the task.
+
+    Its slots are left as they are: the next one still runs. The idempotency key holds the
+    moment to the second, so a form posted twice at once enqueues once.
+    """
+    now = now or timezone.now()
+    scheduled = schedulable.bound(
+        schedulable.resolve(spec.task), queue=spec.queue, priority=spec.priority
+    )
+    moment = now.astimezone(UTC).replace(microsecond=0).isoformat()
+    summary = f"Periodic {spec.name} run now" + (f" by {by}" if by else "")
+    key = f"periodic:{spec.name}:now:{moment}"
+    return enqueue(scheduled, spec.args, spec.kwargs, summary=summary, idempotency_key=key)
 
 
 def enqueue_slot(spec: PeriodicTask, slot: datetime, *, now=None) -> SlotResult:
@@ -259,8 +324,12 @@ def enqueue_slot(spec: PeriodicTask, slot: datetime, *, now=None) -> SlotResult:
     return SlotResult(spec.name, slot, task.pk, task.created)
 
 
-def _sync(spec: PeriodicTask, now) -> Schedule:
-    """Return the row of ``spec``, created or brought up to date with its declaration."""
+def _sync(spec: PeriodicTask, now) -> Schedule | None:
+    """Return the row of ``spec``, created or brought up to date with its declaration.
+
+    None when an admin schedule holds the name: the row is the admin's, and the declaration
+    runs once it is renamed (or the admin's schedule deleted).
+    """
     declared_fields = {
         "task": spec.task,
         "cron": spec.cron,
@@ -276,6 +345,14 @@ def _sync(spec: PeriodicTask, now) -> Schedule:
             )
         except IntegrityError:  # another worker created it between the two statements
             row = Schedule.objects.get(pk=spec.name)
+    if row.source == Schedule.Source.ADMIN:
+        logger.error(
+            "schedule name taken by a schedule added in the admin, declaration not run "
+            "schedule=%s task=%s",
+            spec.name,
+            spec.task,
+        )
+        return None
     changed: dict[str, object] = {k: v for k, v in declared_fields.items() if getattr(row, k) != v}
     if changed or row.next_run_at is None or row.next_run_at <= now:
         changed["next_run_at"] = spec.next_slot(now)

@@ -18,7 +18,10 @@ from django.utils import timezone
 
 from jobs import limits
 from jobs.conf import DEFAULTS, jobs_settings
-from jobs.models import MaintenanceLock, RateWindow, Task, UniqueHold
+from jobs.maintenance import rollups
+from jobs.maintenance.locks import acquire_lock as acquire_lock
+from jobs.maintenance.locks import release_lock as release_lock
+from jobs.models import RateWindow, Task, UniqueHold
 from jobs.states import TERMINAL
 
 logger = logging.getLogger(__name__)
@@ -77,9 +80,14 @@ def _as_timedelta(status, value):
     return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
 
 
-def prunable(status: str, age: timedelta, now):
-    """Return the tasks of ``status`` that finished more than ``age`` before ``now``."""
-    return Task.objects.filter(status=status, finished_at__lt=now - age)
+def prunable(status: str, age: timedelta, now, *, rolled=None):
+    """Return the tasks of ``status`` that finished more than ``age`` before ``now`` and before
+    ``rolled``, the moment until which the rollups have counted every task (their minute mark,
+    ``jobs.maintenance.rollups``, unless given): pruning never erases history not yet written."""
+    rolled = rolled or rollups.rolled_until(rollups.MINUTE)
+    if rolled is None:
+        return Task.objects.none()
+    return Task.objects.filter(status=status, finished_at__lt=min(now - age, rolled))
 
 
 def prune(
@@ -92,12 +100,19 @@ def prune(
     """
     now = now or timezone.now()
     batch_size = batch_size or jobs_settings.PRUNE_BATCH_SIZE
+    rolled = None
+    if dry_run:
+        rolled = rollups.settled(now)  # what the pass would have counted by then
+    elif max_batches is None:
+        # An unbounded pass (jobs_prune) counts what it may delete first; the bounded one of
+        # the maintenance round follows the round's own rollup step.
+        rollups.catch_up(now=now)
     report = PruneReport()
     batches = 0
     for status, age in retention(overrides).items():
         if age is None:
             continue
-        candidates = prunable(status, age, now)
+        candidates = prunable(status, age, now, rolled=rolled)
         if dry_run:
             report.counts[status] = candidates.count()
             continue
@@ -111,7 +126,7 @@ def prune(
                 break
             with transaction.atomic():
                 # Re-checked here: a task requeued since the select is not finished any more.
-                _, per_model = prunable(status, age, now).filter(pk__in=ids).delete()
+                _, per_model = prunable(status, age, now, rolled=rolled).filter(pk__in=ids).delete()
             batches += 1
             # Tasks only: rows of other models that cascaded with them are not counted.
             deleted += per_model.get(Task._meta.label, 0)
@@ -132,27 +147,6 @@ def prune(
 
 
 # Automatic pruning, at most one worker at a time -------------------------------------------------
-
-
-def acquire_lock(name: str, holder: str, *, now, hold_seconds: float, every_seconds=0.0) -> bool:
-    """Take the lease ``name`` for ``holder`` if it is free and its duty is due; say if taken.
-
-    One conditional UPDATE decides, so of several workers trying at once exactly one wins.
-    """
-    MaintenanceLock.objects.get_or_create(name=name)
-    free = MaintenanceLock.objects.filter(name=name).exclude(locked_until__gt=now)
-    if every_seconds:
-        free = free.exclude(last_finished_at__gt=now - timedelta(seconds=every_seconds))
-    taken = free.update(holder=holder, locked_until=now + timedelta(seconds=hold_seconds))
-    return taken == 1
-
-
-def release_lock(name: str, holder: str, *, finished_at=None) -> None:
-    """Give the lease back; with ``finished_at``, record that the duty was done then."""
-    values = {"locked_until": None}
-    if finished_at is not None:
-        values["last_finished_at"] = finished_at
-    MaintenanceLock.objects.filter(name=name, holder=holder).update(**values)
 
 
 def auto_prune(holder: str | None = None, *, now=None) -> int:

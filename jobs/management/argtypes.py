@@ -67,9 +67,58 @@ def queue_name(text: str) -> str:
     return text
 
 
-def queue_list(text: str) -> list[str]:
-    """Comma-separated queue names, each stripped: every name enqueue accepts is selectable."""
-    queues = [name.strip() for name in text.split(",") if name.strip()]
-    if not queues:
+queue_cap = number(int, at_least=1, at_most=limits.max_concurrency,
+                   beyond="JOBS_MAX_CONCURRENCY raises the limit")  # fmt: skip
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def queue_with_cap(text: str) -> tuple[str, int | None]:
+    """``name`` or ``name:cap``: a queue, and the most of its tasks a worker runs at once.
+
+    What follows the last colon is a cap when it reads as a number (``2``, and so ``0``, ``-1``,
+    ``nan``, ``2.5`` are refused as caps rather than taken for names); otherwise the colon is
+    part of the name (``tenant:acme``). A queue whose name itself ends in a colon and a number is
+    selected with a cap written after it (``--queues batch:7:4``).
+    """
+    name, colon, tail = text.rpartition(":")
+    if not colon or not (tail.strip() == "" or _is_number(tail)):
+        return queue_name(text), None
+    name = name.strip()
+    if not tail.strip():
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)} ends in a colon: write the queue's cap after it (imports:2), or no "
+            "colon for no cap"
+        )
+    try:
+        cap = queue_cap(tail.strip())
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"the cap of the queue {shown(name)}: {exc}") from None
+    return queue_name(name), cap
+
+
+def queue_caps(text: str) -> list[tuple[str, int | None]]:
+    """Comma-separated queues, each with its optional cap: ``imports:2,emails:8,default``.
+
+    Each name once (two caps for one queue would leave the reader to guess which holds); a cap is
+    a whole number from 1 to ``JOBS_MAX_CONCURRENCY``. Whether it fits the worker's concurrency
+    is checked once both are known (``runworker``, ``Worker``).
+    """
+    entries = [queue_with_cap(entry.strip()) for entry in text.split(",") if entry.strip()]
+    if not entries:
         raise argparse.ArgumentTypeError("name at least one queue, e.g. --queues default,emails")
-    return [queue_name(name) for name in queues]
+    seen: set[str] = set()
+    for name, _ in entries:
+        if name in seen:
+            raise argparse.ArgumentTypeError(
+                f"the queue {shown(name)} is named twice: name each queue once, with at most "
+                "one cap (imports:2,emails)"
+            )
+        seen.add(name)
+    return entries

@@ -44,6 +44,8 @@ from jobs.metrics.durations import duration_histograms as duration_histograms
 from jobs.metrics.durations import run_time_percentiles as run_time_percentiles
 from jobs.metrics.durations import wait_time_percentiles as wait_time_percentiles
 from jobs.metrics.errors import error_groups as error_groups
+from jobs.metrics.history import History as History
+from jobs.metrics.history import history as history
 from jobs.metrics.results import (
     ErrorGroup as ErrorGroup,
 )
@@ -81,11 +83,23 @@ def status_counts() -> dict[str, dict[str, int]]:
     return counts
 
 
-def oldest_waiting(*, now=None) -> dict[str, float]:
-    """Return, per queue that has waiting tasks, the seconds its longest-due one has waited."""
+def oldest_waiting(*, now=None, except_names=()) -> dict[str, float]:
+    """Return, per queue that has waiting tasks, the seconds its longest-due one has waited;
+    tasks named in ``except_names`` (paused task types, for the health check) left out."""
     now = _now(now)
-    rows = Task.objects.due(now).order_by().values_list("queue").annotate(oldest=Min("run_after"))
+    due = Task.objects.due(now)
+    if except_names:
+        due = due.exclude(name__in=sorted(except_names))
+    rows = due.order_by().values_list("queue").annotate(oldest=Min("run_after"))
     return {queue: (now - oldest).total_seconds() for queue, oldest in rows}
+
+
+def waiting_of_names(names, *, now=None) -> dict[str, int]:
+    """Return, per queue, how many due waiting tasks carry one of ``names``."""
+    if not names:
+        return {}
+    due = Task.objects.due(_now(now)).filter(name__in=sorted(names))
+    return dict(due.order_by().values_list("queue").annotate(n=Count("*")))
 
 
 def waiting_level(seconds: float | None) -> str:
@@ -220,9 +234,17 @@ def live_workers(*, now=None) -> list[WorkerStatus]:
             started_at=worker.started_at,
             last_heartbeat_at=worker.last_heartbeat_at,
             heartbeat_age=(now - worker.last_heartbeat_at).total_seconds(),
+            queue_caps=_caps(worker.queue_caps),
         )
         for worker in workers
     ]
+
+
+def _caps(value) -> dict[str, int]:
+    # The heartbeat writes a dict of whole numbers; a row written otherwise shows no cap.
+    if not isinstance(value, dict):
+        return {}
+    return {str(q): cap for q, cap in value.items() if type(cap) is int}
 
 
 def recent_failures(*, now=None, window=None, limit: int = 10) -> list[FailureGroup]:

@@ -13,18 +13,24 @@ from jobs.models import Task
 from jobs.sql import errors as statements
 
 
-def error_groups(*, now=None, window=None, limit: int = 100) -> list[ErrorGroup]:
+def error_groups(
+    *, now=None, window=None, limit: int = 100, name: str | None = None
+) -> list[ErrorGroup]:
     """Group the failed attempts of the window by task name, exception class and origin.
 
     Every attempt counts, retried ones too (an entry of ``error_details`` whose ``at`` is in
     ``[now - window, now]``), with the number of tasks they belong to; the most attempts
     first, at most ``limit`` groups, each with its latest attempt's message and traceback.
+    With ``name``, the errors of that task name only (its page in the admin).
     """
     now, window = now_or_current(now), as_window(window)
     start = now - window
     connection = connections[router.db_for_read(Task)]
-    text, params = statements.error_groups_sql(connection, sql.dialect(connection))
-    params += [start, moment_entry(start), moment_entry(now), limit]
+    text, params = statements.error_groups_sql(
+        connection, sql.dialect(connection), by_name=name is not None
+    )
+    params += [start, moment_entry(start), moment_entry(now), *([name] if name is not None else [])]
+    params.append(limit)
     with connection.cursor() as cursor:
         cursor.execute(text, params)
         rows = cursor.fetchall()

@@ -11,7 +11,8 @@ memory: no multiprocess directory, no push gateway. Metric names (documented in 
   ``histogram_quantile`` directly, not through ``rate()``.
 - ``jobs_task_retries_total``, ``jobs_task_failures_total``, ``jobs_task_rescues_total``
   ``{queue}``: counters kept in the database (``jobs.metrics.counters``); pruning never lowers them.
-- ``jobs_live_workers``: workers that sent a heartbeat within a lease; ``jobs_queue_paused``.
+- ``jobs_live_workers``: workers that sent a heartbeat within a lease; ``jobs_queue_paused``,
+  ``jobs_task_type_paused{name}``.
 """
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -94,6 +95,13 @@ class JobsCollector:
         for queue in sorted(pausing.paused_queues()):
             paused.add_metric([queue], 1)
         yield paused
+
+        types = GaugeMetricFamily(
+            "jobs_task_type_paused", "1 if the task type is paused.", labels=["name"]
+        )
+        for name in sorted(pausing.paused_task_types()):
+            types.add_metric([name], 1)
+        yield types
 
     def _histogram(self, name, text, start, end, bounds):
         family = GaugeHistogramMetricFamily(name, text, labels=["queue"])

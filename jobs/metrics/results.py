@@ -83,6 +83,8 @@ class WorkerStatus:
     started_at: datetime
     last_heartbeat_at: datetime
     heartbeat_age: float
+    # The most tasks of a queue it runs at once, by queue (runworker --queues imports:2).
+    queue_caps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

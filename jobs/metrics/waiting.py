@@ -3,11 +3,12 @@
 A waiting task (pending or retrying) is not taken by a worker for one or more of these reasons:
 it is due later (``run_after`` in the future: a delay, a snooze or a retry's backoff), its
 concurrency key already has ``concurrency_limit`` running tasks, its rate key has started its
-limit in the current window (until the window ends), or its queue is paused. It may also have a
-deadline (``expires_at``) after which it never starts. ``why_waiting`` reads one task (at most
-three queries: the running count of its key, its rate window, the pause of its queue),
-``why_waiting_many`` a page of tasks (three queries in all, whatever the number of rows),
-``held_by_keys`` and ``held_by_rates`` the dashboard's figures.
+limit in the current window (until the window ends), its queue is paused, or its task type is
+paused (``jobs.maintenance.pausing``). It may also have a deadline (``expires_at``) after which
+it never starts. ``why_waiting`` reads one task (at most three queries: the running count of its
+key, its rate window, the pauses of its queue and its type), ``why_waiting_many`` a page of
+tasks (three queries in all, whatever the number of rows), ``held_by_keys`` and
+``held_by_rates`` the dashboard's figures.
 
 Two kinds of words: the operator's (``operator_lines``, ``compact_text``) name the key; the
 owner's (``owner_message``) never do, since a key may hold another customer's id.
@@ -31,6 +32,7 @@ DUE_LATER = "due_later"
 CONCURRENCY = "concurrency"
 RATE_LIMITED = "rate_limited"
 QUEUE_PAUSED = "queue_paused"
+TASK_TYPE_PAUSED = "task_type_paused"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Waiting:
     limit: int | None = None
     queue: str = ""
     queue_paused: bool = False
+    name: str = ""
+    task_type_paused: bool = False
     expires_at: datetime | None = None
     # The rate key, when its window is full: until when, and the limit.
     rate_key: str | None = None
@@ -65,7 +69,12 @@ class Waiting:
         found = [DUE_LATER] if self.due_at else []
         found += [CONCURRENCY] if self.held else []
         found += [RATE_LIMITED] if self.rate_limited else []
-        return found + ([QUEUE_PAUSED] if self.queue_paused else [])
+        found += [QUEUE_PAUSED] if self.queue_paused else []
+        return found + ([TASK_TYPE_PAUSED] if self.task_type_paused else [])
+
+    @property
+    def paused(self) -> bool:
+        return self.queue_paused or self.task_type_paused
 
 
 def full_window(window: RateWindow | None, count: int, period: int, now) -> bool:
@@ -77,7 +86,8 @@ def full_window(window: RateWindow | None, count: int, period: int, now) -> bool
     return window.window_start >= current and window.started >= count
 
 
-def _reason(task: Task, now, running: dict[str, int], paused: set[str], windows) -> Waiting | None:
+def _reason(task: Task, now, running: dict[str, int], paused: set[str], paused_types: set[str],
+            windows) -> Waiting | None:  # fmt: skip
     if task.status not in CLAIMABLE:
         return None
     window = windows.get(task.rate_key) if task.rate_key is not None else None
@@ -98,6 +108,8 @@ def _reason(task: Task, now, running: dict[str, int], paused: set[str], windows)
         limit=limit if held else None,
         queue=task.queue,
         queue_paused=task.queue in paused,
+        name=task.name,
+        task_type_paused=task.name in paused_types,
         expires_at=task.expires_at,
         rate_key=task.rate_key if rate_full else None,
         rate_until=window.opens_at if rate_full and window else None,
@@ -142,9 +154,13 @@ def why_waiting_many(tasks, *, now=None) -> dict:
     if not waiting:
         return {}
     running = _running_by_key(task.concurrency_key for task in waiting)
-    paused = pausing.paused_among({task.queue for task in waiting})
+    paused, paused_types = pausing.paused_of(
+        {task.queue for task in waiting}, {task.name for task in waiting}
+    )
     windows = _windows(task.rate_key for task in waiting)
-    found = {task.pk: _reason(task, now, running, paused, windows) for task in waiting}
+    found = {
+        task.pk: _reason(task, now, running, paused, paused_types, windows) for task in waiting
+    }
     return {pk: reason for pk, reason in found.items() if reason is not None}
 
 
@@ -312,6 +328,8 @@ def operator_lines(waiting: Waiting) -> list[str]:
         lines.append(rate_text(waiting))
     if waiting.queue_paused:
         lines.append(f"Queue {waiting.queue} paused")
+    if waiting.task_type_paused:
+        lines.append(f"Task type {waiting.name} paused")
     if waiting.expires_at:
         lines.append(expiry_text(waiting))
     return lines or ["Due: waiting for a free worker"]
@@ -321,6 +339,8 @@ def compact_text(waiting: Waiting) -> str:
     """The changelist's short note: "held by account:42 (1/1)", "queue paused", …"""
     if waiting.queue_paused:
         return "queue paused"
+    if waiting.task_type_paused:
+        return "task type paused"
     if waiting.held:
         return f"held by {shown_key(waiting.key or '')} ({waiting.running}/{waiting.limit})"
     if waiting.rate_limited:
@@ -345,6 +365,8 @@ def owner_message(waiting: Waiting) -> str:
         )
     elif waiting.queue_paused:
         text = "Waiting: processing is paused for now."
+    elif waiting.task_type_paused:
+        text = "Waiting: this kind of task is paused for now; it starts once it is resumed."
     else:
         text = "Waiting to start…"
     return text

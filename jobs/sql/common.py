@@ -10,7 +10,7 @@ from datetime import datetime
 from django.db.models import UniqueConstraint
 
 from jobs import states
-from jobs.models import QueuePause, RateWindow, Task, UniqueHold
+from jobs.models import QueuePause, RateWindow, Task, TaskPause, UniqueHold
 
 
 def task_table(connection) -> str:
@@ -26,8 +26,8 @@ def quoted_statuses(statuses) -> str:
 
 
 def due_condition(connection, queue_count: int) -> str:
-    """The condition of a due row of the claimed queues, none paused, not expired; parameters:
-    now, now, *queues.
+    """The condition of a due row of the claimed queues, none paused, of no paused task type,
+    not expired; parameters: now, now, *queues.
 
     A row past its ``expires_at`` is never started, whether or not maintenance has cancelled it
     yet (``jobs.transitions.expire_waiting``). The test is on the row, after the index has found
@@ -38,6 +38,7 @@ def due_condition(connection, queue_count: int) -> str:
     waiting row of the queue instead (10 ms for 20,000 rows, at each claim).
     """
     paused = connection.ops.quote_name(QueuePause._meta.db_table)
+    paused_types = connection.ops.quote_name(TaskPause._meta.db_table)
     queue_filter = ""
     if queue_count == 1:
         queue_filter = "AND queue = %s"
@@ -45,7 +46,8 @@ def due_condition(connection, queue_count: int) -> str:
         queue_filter = f"AND queue IN ({', '.join(['%s'] * queue_count)})"
     return f"""status IN ({quoted_statuses(states.CLAIM.sources)}) AND run_after <= %s
         AND (expires_at IS NULL OR expires_at > %s)
-        {queue_filter} AND queue NOT IN (SELECT queue FROM {paused})"""
+        {queue_filter} AND queue NOT IN (SELECT queue FROM {paused})
+        AND name NOT IN (SELECT name FROM {paused_types})"""
 
 
 CLAIM_ORDER = "priority DESC, run_after, created_at, id"
@@ -175,7 +177,7 @@ def rate_ctes(
     take. ``room`` (per database) is the room left as the claim decides it, over
     ``rate_hopeful``'s columns and one parameter, now; ``window(period)`` is the start of the
     window of a period at one parameter, now. The starts are counted by a trigger as the claim
-    sets rows running (migration 0016), in the claim's own statement. ``indexed_by`` follows
+    sets rows running (migration 0019), in the claim's own statement. ``indexed_by`` follows
     each read of the task table (SQLite: its planner, without statistics, read every waiting
     row through the status index instead of the rate key's: 1.8 ms against 0.09 for 3,000).
     """

@@ -30,10 +30,11 @@ COLUMNS = (
 )
 
 
-def error_groups_sql(connection, dialect) -> tuple[str, list]:
+def error_groups_sql(connection, dialect, *, by_name: bool = False) -> tuple[str, list]:
     """The statement returning ``COLUMNS``, one row per (task name, exception class, origin),
     the most attempts first; its parameters but the window's are filled in: add
-    ``[start_text, start, end_text, limit]`` (``start`` a datetime, for ``finished_at``)."""
+    ``[start, start_text, end_text, limit]`` (``start`` a datetime, for ``finished_at``), with
+    the task name before ``limit`` if ``by_name`` (the ``(name, ...)`` index narrows the rows)."""
     quote = connection.ops.quote_name
     table = quote("jobs_task")
 
@@ -55,6 +56,7 @@ def error_groups_sql(connection, dialect) -> tuple[str, list]:
             WHERE (task.status IN ({unfinished})
                    OR (task.status IN ({finished}) AND task.finished_at >= %s))
               AND {field("at")} >= %s AND {field("at")} <= %s
+              {"AND task.name = %s" if by_name else ""}
         ),
         grouped AS (
             SELECT name, exception, origin, COUNT(DISTINCT task_id) AS tasks,

@@ -26,7 +26,7 @@ def _window(period: str) -> str:
     return f"floor(extract(epoch FROM %s::timestamptz) / {period})::bigint * {period}"
 
 
-# A rate key's room, decided under a lock of the key (``jobs_rate_room``, migration 0016, as
+# A rate key's room, decided under a lock of the key (``jobs_rate_room``, migration 0019, as
 # ``jobs_claim_room``: 0 when another claim holds the key). Parameter: now.
 _RATE_ROOM = "jobs_rate_room(rate_key, rate_limit, rate_period, %s::timestamptz)"
 
@@ -203,6 +203,11 @@ def planner_rows(cursor, sql: str, params) -> int | None:
 def listen_sql(channel: str) -> str:
     """Subscribe this session to ``channel`` (an identifier, never user input)."""
     return f"LISTEN {channel}"
+
+
+def unlisten_sql(channel: str) -> str:
+    """Unsubscribe this session from ``channel`` (an identifier, never user input)."""
+    return f"UNLISTEN {channel}"
 
 
 # A NOTIFY sent by the application (a waiting task made due now), as the trigger sends it on an

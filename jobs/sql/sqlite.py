@@ -212,6 +212,10 @@ def listen_sql(channel: str) -> str:
     raise NotImplementedError("SQLite has no LISTEN; workers poll (LISTENS is False)")
 
 
+def unlisten_sql(channel: str) -> str:
+    raise NotImplementedError("SQLite has no LISTEN; workers poll (LISTENS is False)")
+
+
 # The library ----------------------------------------------------------------------------------
 
 MINIMUM_VERSION = (3, 35)  # UPDATE ... RETURNING

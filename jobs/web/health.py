@@ -7,6 +7,13 @@ Unhealthy when any of these holds:
   ``JOBS_HEALTH_MAX_FAILURE_RATE``, counted once at least ``JOBS_HEALTH_FAILURE_MIN_TASKS`` tasks
   finished there (one failure out of one task is not an outage);
 - no worker has sent a heartbeat in ``JOBS_HEALTH_HEARTBEAT_SECONDS``.
+
+Problems come worst first: no worker (nothing runs at all), then queues waiting too long (the
+longest wait first), then failure spikes (the highest rate first). Each has a ``message`` (the
+probe's line) and a ``headline`` and ``advice`` in the words of an operator, which the admin
+dashboard's banner shows: the banner and the probe read this one judgement. A paused queue is
+no problem: its tasks wait because an operator asked them to, so its waiting age is not judged;
+the verdict names it among ``paused`` instead, healthy or not.
 """
 
 from dataclasses import asdict, dataclass, field
@@ -17,7 +24,9 @@ from django.utils import timezone
 
 from jobs import metrics
 from jobs.conf import jobs_settings
+from jobs.humanize import seconds_text
 from jobs.limits import MAX_COUNT, is_number, is_seconds, seconds_expected
+from jobs.maintenance import pausing
 
 
 @dataclass(frozen=True)
@@ -45,9 +54,21 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Problem:
-    check: str  # "waiting", "failures" or "workers"
-    message: str
+    check: str  # "workers", "waiting" or "failures", the order of their severity
+    message: str  # the probe's line: terse, with the figures in seconds
     queue: str | None = None
+    headline: str = ""  # what is wrong, in an operator's words
+    advice: str = ""  # what to do about it
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A paused queue: not a problem, but named in the verdict."""
+
+    queue: str
+    paused_at: str  # ISO 8601
+    paused_by: str | None  # the username, None when unknown (paused in code, user deleted)
+    message: str
 
 
 @dataclass
@@ -57,6 +78,11 @@ class Health:
     problems: list[Problem] = field(default_factory=list)
     queues: int = 0
     heartbeat_age: float | None = None
+    paused: list[Paused] = field(default_factory=list)
+    # Paused task types, and their due tasks in the queues judged: they wait by an operator's
+    # choice, so they are told of, not counted against the queue (``jobs.maintenance.pausing``).
+    paused_task_types: list[str] = field(default_factory=list)
+    paused_waiting: int = 0
 
     @property
     def ok(self) -> bool:
@@ -70,14 +96,25 @@ class Health:
                 if self.heartbeat_age is None
                 else f", last heartbeat {self.heartbeat_age:.0f}s ago"
             )
-            return f"OK: {self.queues} queues within limits{beat}"
-        return "UNHEALTHY: " + "; ".join(problem.message for problem in self.problems)
+            line = f"OK: {self.queues} queues within limits{beat}"
+        else:
+            line = "UNHEALTHY: " + "; ".join(problem.message for problem in self.problems)
+        return "; ".join([line, *(pause.message for pause in self.paused)]) + self._types_text()
+
+    def _types_text(self) -> str:
+        if not self.paused_task_types:
+            return ""
+        names = ", ".join(self.paused_task_types)
+        return f"; paused task types: {names} ({self.paused_waiting} tasks waiting)"
 
     def as_dict(self) -> dict:
         return {
             "status": "ok" if self.ok else "unhealthy",
             "reason": self.reason,
             "problems": [asdict(problem) for problem in self.problems],
+            "paused": [asdict(pause) for pause in self.paused],
+            "paused_task_types": self.paused_task_types,
+            "paused_waiting": self.paused_waiting,
         }
 
 
@@ -93,8 +130,19 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
     def wanted(queue):
         return not queues or queue in queues
 
-    waiting = {q: age for q, age in metrics.oldest_waiting(now=now).items() if wanted(q)}
-    for queue, age in sorted(waiting.items()):
+    health.paused = [_paused(pause) for pause in pausing.pauses() if wanted(pause.queue)]
+    paused = {pause.queue for pause in health.paused}
+    health.heartbeat_age = metrics.last_heartbeat_age(now=now)
+    if health.heartbeat_age is None or health.heartbeat_age > limits.heartbeat:
+        health.problems.append(_no_worker(health.heartbeat_age, limits.heartbeat))
+    paused_types = pausing.paused_task_types()
+    oldest = metrics.oldest_waiting(now=now, except_names=paused_types)
+    waiting = {q: age for q, age in oldest.items() if wanted(q) and q not in paused}
+    health.paused_task_types = sorted(paused_types)
+    health.paused_waiting = sum(
+        n for q, n in metrics.waiting_of_names(paused_types, now=now).items() if wanted(q)
+    )
+    for queue, age in sorted(waiting.items(), key=lambda item: (-item[1], item[0])):
         if age > limits.max_wait:
             health.problems.append(
                 Problem(
@@ -102,36 +150,58 @@ def check(thresholds: Thresholds | None = None, *, now=None, queues=None) -> Hea
                     f"queue {queue}: oldest waiting task has waited {age:.0f}s "
                     f"(limit {limits.max_wait:.0f}s)",
                     queue,
+                    headline=f"Queue {queue}: the oldest waiting task has waited "
+                    f"{seconds_text(age)} (limit {seconds_text(limits.max_wait)})",
+                    advice=f"start more workers, or one that serves it "
+                    f"(manage.py runworker --queues {queue})",
                 )
             )
     ends = metrics.outcomes(now=now, window=timedelta(seconds=limits.window))
-    for queue, outcome in sorted(ends.items()):
+    spikes = []
+    for queue, outcome in ends.items():
         ran = outcome.succeeded + outcome.failed
         rate = outcome.failure_rate
         if wanted(queue) and ran and ran >= limits.min_tasks and rate > limits.max_failure_rate:
-            health.problems.append(
-                Problem(
-                    "failures",
-                    f"queue {queue}: {rate:.0%} of {ran} tasks failed in the last "
-                    f"{limits.window:.0f}s (limit {limits.max_failure_rate:.0%})",
-                    queue,
-                )
-            )
-    health.heartbeat_age = metrics.last_heartbeat_age(now=now)
-    if health.heartbeat_age is None or health.heartbeat_age > limits.heartbeat:
-        since = (
-            "no worker is running"
-            if health.heartbeat_age is None
-            else f"last heartbeat {health.heartbeat_age:.0f}s ago"
-        )
+            spikes.append((queue, ran, rate))
+    for queue, ran, rate in sorted(spikes, key=lambda spike: (-spike[2], spike[0])):
+        window = seconds_text(limits.window)
         health.problems.append(
             Problem(
-                "workers",
-                f"no worker heartbeat in {limits.heartbeat:.0f}s ({since})",
+                "failures",
+                f"queue {queue}: {rate:.0%} of {ran} tasks failed in the last "
+                f"{limits.window:.0f}s (limit {limits.max_failure_rate:.0%})",
+                queue,
+                headline=f"Queue {queue}: {rate:.0%} of {ran} tasks failed in the last "
+                f"{window} (limit {limits.max_failure_rate:.0%})",
+                advice="read their errors on the Errors page",
             )
         )
     health.queues = len([queue for queue in metrics.queue_names() if wanted(queue)])
     return health
+
+
+def _no_worker(age: float | None, limit: float) -> Problem:
+    since = "no worker is running" if age is None else f"last heartbeat {age:.0f}s ago"
+    if age is None:
+        headline = "No worker is running: nothing is being run"
+    else:
+        headline = f"No worker has sent a heartbeat for {seconds_text(max(1, round(age)))}"
+    return Problem(
+        "workers",
+        f"no worker heartbeat in {limit:.0f}s ({since})",
+        headline=headline,
+        advice="start one with manage.py runworker",
+    )
+
+
+def _paused(pause) -> Paused:
+    by = pause.paused_by.get_username() if pause.paused_by else None
+    return Paused(
+        queue=pause.queue,
+        paused_at=pause.paused_at.isoformat(),
+        paused_by=by,
+        message=f"queue {pause.queue} paused",
+    )
 
 
 def threshold_problems(thresholds: Thresholds, *, zero_allowed=False) -> list[tuple[str, str]]:

@@ -30,6 +30,7 @@ from jobs import sql
 from jobs.db import forget_queries
 from jobs.models import Task
 from jobs.worker import claiming
+from jobs.worker.queue_caps import QueueCaps
 from jobs.worker.wire import Claimed
 
 logger = logging.getLogger(__name__)
@@ -41,13 +42,17 @@ class Claimer:
     PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
 
     def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
-                 retry):  # fmt: skip
+                 retry, caps: QueueCaps | None = None, holding=list):  # fmt: skip
         """Claim for ``worker_id``, waking its loop through ``wakeup_fd`` once a claim is done.
 
         ``retry(operation, what, **options)`` runs the claims and the reads (``next_due_at``),
         retried on database faults within the worker's limits (the claim thread calls it too).
+        ``caps``: the per-queue caps, given each claim their rooms from ``holding()`` (the
+        claimed tasks the worker holds), read in the loop's thread as the claim starts.
         """
         self.worker_id, self.queues, self.lease_seconds = worker_id, queues, lease_seconds
+        self.caps = caps or QueueCaps({})
+        self._holding = holding
         self._wakeup_fd = wakeup_fd
         self._retry = retry
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs-claim")
@@ -93,6 +98,7 @@ class Claimer:
         self._used = True
         self._wanted = wanted
         self._news_at_start, self.started_at = self._news, timezone.now()
+        groups = self.caps.groups(self.queues, self._holding()) if self.caps else None
 
         def round_trip():
             forget_queries()  # the claim thread's own connection logs too (see jobs.db)
@@ -101,7 +107,7 @@ class Claimer:
                 return self._retry(
                     lambda: claiming.claim_and_record(
                         self.worker_id, wanted, successes, queues=self.queues,
-                        lease_seconds=self.lease_seconds,
+                        groups=groups, lease_seconds=self.lease_seconds,
                     )[0],
                     "claim", on_fault=on_fault, abandon=abandon,
                 )  # fmt: skip
@@ -136,6 +142,7 @@ class Claimer:
             self._not_before = time.monotonic() + self.PAUSE_AFTER_FAULT
             raise
         logger.debug("claimed count=%d wanted=%d", len(claimed), self._wanted)
+        self.caps.note(claimed)
         if len(claimed) < self._wanted:
             # Nothing more was due: look again on news, or at once if news came in while the
             # claim ran (a task enqueued after its snapshot).

@@ -20,7 +20,14 @@ from jobs.worker.wire import Claimed
 
 
 def claim_and_record(
-    worker_id: str, limit: int, successes, *, queues=None, lease_seconds: float, now=None
+    worker_id: str,
+    limit: int,
+    successes,
+    *,
+    queues=None,
+    groups=None,
+    lease_seconds: float,
+    now=None,
 ) -> tuple[list[Claimed], set]:
     """Record reported ``successes`` and claim up to ``limit`` tasks, all or nothing.
 
@@ -32,42 +39,60 @@ def claim_and_record(
     nor lost. A success whose row the database refuses fails alone
     (``transitions.succeed_many``); the other successes are recorded and the claim made all the
     same.
+
+    ``groups`` (instead of ``queues``): a worker with per-queue caps (``jobs.worker.queue_caps``)
+    claims each group of queues in turn, ``(queues, room)``, at most ``room`` tasks of it (None:
+    no room of its own), until ``limit`` are claimed; one statement per group, all in the one
+    transaction. A capped queue is claimed alone, so its tasks come back knowing their queue.
     """
     using = router.db_for_write(Task)
     connection = connections[using]
     statements = sql.dialect(connection)
     now = now or timezone.now()
-    values = {
-        "now": now,
-        "queues": sorted(set(queues or ())),
-        "limit": limit,
-        "worker_id": worker_id,
-        "lease_expires_at": now + timedelta(seconds=lease_seconds),
-    }
+    lease_expires_at = now + timedelta(seconds=lease_seconds)
+    if groups is None:
+        groups = [(sorted(set(queues or ())), None)]
 
-    def claim_rows():
-        with connection.cursor() as cursor:
-            return statements.claim_tasks(cursor, connection, **values)
+    def claim_groups(alone: bool) -> list[Claimed]:
+        claimed: list[Claimed] = []
+        for group, room in groups:
+            wanted = limit - len(claimed) if room is None else min(room, limit - len(claimed))
+            if wanted <= 0:
+                continue
+            values = {
+                "now": now,
+                "queues": sorted(set(group)),
+                "limit": wanted,
+                "worker_id": worker_id,
+                "lease_expires_at": lease_expires_at,
+            }
 
-    def claim_alone():
-        # In a caller's transaction, a savepoint: a refused statement would abort it whole.
-        with savepoint_in_transaction(using):
-            return claim_rows()
+            def claim_rows(values=values):
+                with connection.cursor() as cursor:
+                    return statements.claim_tasks(cursor, connection, **values)
+
+            def claim_alone(claim_rows=claim_rows):
+                # In a caller's transaction, a savepoint: a refused statement would abort it.
+                with savepoint_in_transaction(using):
+                    return claim_rows()
+
+            rows = wait_while_locked(statements, claim_alone if alone else claim_rows)
+            claimed += _claimed(rows, worker_id, group[0] if len(group) == 1 else "")
+        return claimed
 
     if not successes:  # the claim alone, in autocommit: no BEGIN and COMMIT around it
-        rows = wait_while_locked(statements, claim_alone) if limit > 0 else []
-        return _claimed(rows, worker_id), set()
+        return claim_groups(alone=True), set()
     # One transaction, so one commit: the claim needs no savepoint of its own, as its failure
     # is to undo the recording too.
     with transaction.atomic(using=using):
         recorded = transitions.succeed_many(successes, now=now)
-        rows = wait_while_locked(statements, claim_rows) if limit > 0 else []
-    return _claimed(rows, worker_id), recorded
+        claimed = claim_groups(alone=False)
+    return claimed, recorded
 
 
-def _claimed(rows, worker_id: str) -> list[Claimed]:
+def _claimed(rows, worker_id: str, queue: str) -> list[Claimed]:
     return [
-        Claimed(task_id, attempts, worker_id, name, backend, text.encode())
+        Claimed(task_id, attempts, worker_id, name, backend, text.encode(), queue)
         for task_id, attempts, name, backend, text in rows
     ]
 

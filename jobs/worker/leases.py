@@ -8,7 +8,8 @@ written yet) every third of a lease or half of ``JOBS_CANCEL_GRACE``, whichever 
 the grace); a worker that vanishes stops renewing, and once its leases
 lapse any worker's maintenance round rescues the tasks. The heartbeat also hands back rows this
 worker holds in the database but not in hand (a claim whose reply was lost), says the worker is
-alive (its row in ``jobs.models.Worker``), and stops tasks that ignored their cancellation.
+alive (its row in ``jobs.models.Worker``), stops tasks that ignored their cancellation, and
+reads the operator's request to stop after the current tasks (the admin's workers page).
 
 Through a database outage the worker keeps running, but a lease can only be renewed through the
 database: once a quarter of a lease is left since the last renewal (``margin``), the tasks under
@@ -45,6 +46,7 @@ class LeaseKeeper:
         worker_id: str,
         queues,
         *,
+        queue_caps=None,
         concurrency: int,
         lease_seconds: float,
         retry,
@@ -55,6 +57,7 @@ class LeaseKeeper:
         claim_busy,
         stop,
         cancel=None,
+        drain=None,
         clock=time.monotonic,
     ):
         """Keep the leases of one worker.
@@ -66,19 +69,24 @@ class LeaseKeeper:
         more than ``concurrency``); ``claim_busy()`` says whether a claim is under
         way; ``stop(reason, task_ids)`` stops the tasks ``task_ids`` (None: every task held);
         ``cancel(task_ids)`` cancels those of them that can be cancelled at once (async tasks,
-        whose coroutines are cancelled on their loop), as soon as a heartbeat sees the request.
+        whose coroutines are cancelled on their loop), as soon as a heartbeat sees the request;
+        ``drain()`` stops the worker after its current tasks, when a heartbeat finds that an
+        operator asked for it on the worker's row (``Worker.stop_requested_at``).
         """
         self.worker_id, self.queues = worker_id, queues
+        self.queue_caps = dict(queue_caps or {})  # as the worker's row records them
         self.concurrency, self.lease_seconds = concurrency, lease_seconds
         self._retry, self._clock = retry, clock
         self._holding, self._completing, self._running = holding, completing, running
         self._busy = busy
         self._claim_busy, self._stop, self._cancel = claim_busy, stop, cancel
+        self._drain = drain
         self._next_heartbeat = 0.0  # ``clock`` time of the next heartbeat
         self._last_renewal = 0.0  # ``clock`` time the last heartbeat that renewed leases began
         self._database_down_since: float | None = None  # ``clock`` time of the fault, if any
         self._unleased: set[uuid.UUID] = set()  # tasks stopped: their lease may have lapsed
         self._paused: frozenset[str] = frozenset()  # queues of this worker paused, as logged
+        self._paused_types: frozenset[str] = frozenset()  # task types paused, as logged
 
     # The worker's row --------------------------------------------------------------------------
 
@@ -94,6 +102,7 @@ class LeaseKeeper:
             hostname=hostname,
             pid=int(pid),
             queues=self.queues,
+            queue_caps=self.queue_caps,
             concurrency=self.concurrency,
         )
 
@@ -150,7 +159,8 @@ class LeaseKeeper:
                 for lost in lost_claims:
                     if transitions.release(lost):
                         logger.warning("lost claim handed back task_id=%s", lost.pk)
-            WorkerRecord.objects.filter(pk=self.worker_id).update(
+            row = WorkerRecord.objects.filter(pk=self.worker_id)
+            row.update(
                 last_heartbeat_at=now,
                 in_flight=len(running),
                 busy_processes=self._busy(),
@@ -158,14 +168,17 @@ class LeaseKeeper:
             )
             overdue = now - timedelta(seconds=jobs_settings.CANCEL_GRACE)
             requested = mine.filter(pk__in=running, cancel_requested_at__isnull=False)
-            return {
+            cancels = {
                 task_id: asked is not None and asked <= overdue  # never None: filtered above
                 for task_id, asked in requested.values_list("pk", "cancel_requested_at")
             }
+            # One indexed read by primary key per heartbeat: the operator's stop request.
+            drain = row.filter(stop_requested_at__isnull=False).exists()
+            return cancels, drain
 
         started = self._clock()
         try:
-            cancel_requests = self._retry(
+            cancel_requests, drain = self._retry(
                 beat,
                 "heartbeat",
                 deadline_seconds=min(self.interval(), jobs_settings.DATABASE_RETRY_SECONDS),
@@ -193,8 +206,13 @@ class LeaseKeeper:
                 self._clock() - self._database_down_since, self.worker_id,
             )  # fmt: skip
             self._database_down_since = None
+        if drain and self._drain is not None:
+            self._drain()
         # The claim itself skips paused queues; this only tells the operator reading the log.
         self._paused = pausing.log_changes(self._paused, self.queues, worker_id=self.worker_id)
+        self._paused_types = pausing.log_task_type_changes(
+            self._paused_types, worker_id=self.worker_id
+        )
         running = {claimed.id for claimed in self._running()}
         if self._cancel is not None:
             self._cancel({task_id for task_id in cancel_requests if task_id in running})

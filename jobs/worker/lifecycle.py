@@ -47,6 +47,7 @@ from jobs.worker.leases import LeaseKeeper
 from jobs.worker.maintenance_runner import MaintenanceRunner
 from jobs.worker.notify import Listener
 from jobs.worker.pool import ChildPool
+from jobs.worker.queue_caps import QueueCaps, cap_problem
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class Worker:
         self,
         *,
         queues=None,
+        queue_caps: dict[str, int] | None = None,
         concurrency: int | None = None,
         burst: bool = False,
         poll_interval: float | None = None,
@@ -71,6 +73,11 @@ class Worker:
     ):
         self.queues = sorted(set(queues or ()))
         self.concurrency = concurrency or jobs_settings.CONCURRENCY
+        # The most tasks of a queue run at once here (``jobs.worker.queue_caps``).
+        self.queue_caps = dict(queue_caps or {})
+        problem = cap_problem(self.queue_caps, self.queues, self.concurrency)
+        if problem:
+            raise ValueError(f"queue_caps: {problem}")
         self.burst = burst
         self.poll_interval = poll_interval or jobs_settings.POLL_INTERVAL
         self.grace = jobs_settings.SHUTDOWN_GRACE if grace is None else grace
@@ -86,7 +93,8 @@ class Worker:
         max_memory_mib = max_memory_per_child or jobs_settings.MAX_MEMORY_PER_CHILD
         lease_seconds = jobs_settings.LEASE_SECONDS
         self.claimer = Claimer(self.worker_id, self.queues, lease_seconds, self._wakeup_write,
-                               retry=self._retry)  # fmt: skip
+                               retry=self._retry, caps=QueueCaps(self.queue_caps),
+                               holding=self._holding)  # fmt: skip
         self.completer = Completer(retry=self._retry)
         self.pool = ChildPool(
             self.concurrency,
@@ -100,6 +108,7 @@ class Worker:
         self.leases = LeaseKeeper(
             self.worker_id,
             self.queues,
+            queue_caps=self.queue_caps,
             concurrency=self.concurrency,
             lease_seconds=lease_seconds,
             retry=self._retry,
@@ -110,6 +119,7 @@ class Worker:
             claim_busy=lambda: self.claimer.busy,
             stop=self.pool.stop_tasks,
             cancel=self.pool.cancel_async,
+            drain=self.drain,
         )
         self.maintenance = MaintenanceRunner(self.worker_id, retry=self._retry)
 
@@ -141,7 +151,10 @@ class Worker:
             logger.info(
                 "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s",
                 self.worker_id,
-                ",".join(self.queues) or "*",
+                ",".join(
+                    f"{q}:{self.queue_caps[q]}" if q in self.queue_caps else q for q in self.queues
+                )
+                or "*",
                 self.concurrency,
                 self.burst,
                 self.listener.supported,
@@ -223,9 +236,23 @@ class Worker:
             self._stop_deadline = time.monotonic() + self.grace
         os.write(self._wakeup_write, b"\0")
 
+    def drain(self):
+        """Stop after the current tasks: claim nothing more, finish what runs, then exit.
+
+        An operator's request (the admin's "stop after current tasks"), so no grace deadline:
+        a running task ends as it would have, its timeout still enforced. A signal afterwards
+        starts the grace as it would on a running worker; a second one stops at once.
+        """
+        if self._stop_requested:
+            return
+        logger.info("worker stopping after its current tasks worker_id=%s", self.worker_id)
+        self._stop_requested = 1
+        os.write(self._wakeup_write, b"\0")
+
     def _install_signal_handlers(self):
         def handle(signum, frame):
-            immediately = self._stop_requested > 0
+            # A drain has no deadline yet: its first signal is a first stop, with the grace.
+            immediately = self._stop_deadline is not None
             logger.info(
                 "worker stopping on signal signal=%s action=%s grace=%s",
                 signal.Signals(signum).name,
@@ -271,6 +298,9 @@ class Worker:
         return max(0.0, self._stop_deadline - time.monotonic())
 
     # Claims ------------------------------------------------------------------------------------
+
+    def _holding(self):
+        return self.pool.in_hand()  # the pool is made after the claimer, which asks later
 
     def _claim(self):
         """Start a claim, in the claim thread, if tasks are wanted and none is under way.

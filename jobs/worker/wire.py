@@ -35,6 +35,7 @@ class Claimed:
     name: str
     backend: str
     row: bytes  # the task's columns as a JSON object
+    queue: str = ""  # its queue when the claim took from one queue alone (a capped queue's)
 
 
 def encode_task(task: Task) -> bytes:

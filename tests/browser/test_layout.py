@@ -6,7 +6,10 @@ Measured in Chromium: the document's scroll width against the viewport's width, 
 to be wide (long names, summaries, queue names, errors, payloads).
 """
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from jobs.states import Status
 from tests.factories import MemberFactory, ScheduleFactory, TaskFactory, UserFactory, WorkerFactory
@@ -62,11 +65,16 @@ def wide_data():
     )
     TaskFactory.create_batch(5, queue="emails", summary="Invitation to " + LONG)
     TaskFactory(running=True, queue="reports", worker_id="host-with-a-long-name:12345:abcdef")
-    WorkerFactory(
+    worker = WorkerFactory(
         id="worker-on-a-host-with-a-long-name.example.internal:424242:abcdef",
         queues=["imports-from-the-partner-portal", "emails", "reports", "default"],
     )
     ScheduleFactory()
+    # The scheduled tasks and workers pages: long arguments, a delayed task, a worker's tasks.
+    ScheduleFactory(name="digest-" + "x" * 60, source="admin", args=[LONG], kwargs={"k": LONG})
+    later = timezone.now() + timedelta(hours=1)
+    TaskFactory(name=task.name, summary=task.summary, queue=task.queue, run_after=later)
+    TaskFactory.create_batch(3, running=True, name=task.name, worker_id=worker.pk)
     UserFactory(username="ops", password="ops-pass", is_staff=True, is_superuser=True)
     return task
 
@@ -77,6 +85,8 @@ def admin_pages(task):
         "task page": f"/admin/jobs/task/{task.pk}/change/",
         "dashboard": "/admin/jobs/task/dashboard/",
         "schedules": "/admin/jobs/schedule/",
+        "scheduled tasks": "/admin/jobs/schedule/scheduled/",
+        "workers": "/admin/jobs/worker/",
     }
 
 

@@ -3,19 +3,21 @@
 import threading
 import time
 import uuid
+from datetime import timedelta
 from unittest import mock
 
 import pytest
 from django.contrib.messages import get_messages
 from django.db import connection, transaction
 from django.urls import reverse
+from django.utils import timezone
 
 from jobs import transitions
 from jobs.admin import actions
 from jobs.models import Task
 from jobs.states import Status
 from tests.factories import TaskFactory
-from tests.helpers import staff
+from tests.helpers import offered_buttons, staff
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +73,42 @@ def test_bulk_retry_of_a_whole_filtered_selection(login):
     assert [str(m) for m in get_messages(response.wsgi_request)] == ["50 tasks requeued"]
     assert Task.objects.pending().count() == 50
     assert Task.objects.filter(status=Status.SUCCEEDED).count() == 2
+
+
+def test_every_failed_import_of_the_last_hour_is_retried_and_nothing_else(login):
+    client = login("retry_task")
+    now = timezone.now()
+    recent = TaskFactory.create_batch(
+        3, failed=True, name="demo.tasks.import_contacts", finished_at=now - timedelta(minutes=20)
+    )
+    older = TaskFactory(
+        failed=True, name="demo.tasks.import_contacts", finished_at=now - timedelta(hours=2)
+    )
+    other = TaskFactory(failed=True, name="demo.tasks.send_invites", finished_at=now)
+    query = "?status__exact=failed&name=demo.tasks.import_contacts&finished=1h"
+    listed = client.get(f"{CHANGELIST}{query}")
+    assert "3 tasks" in listed.content.decode() or "3 task" in listed.content.decode()
+    assert {t.pk for t in listed.context["cl"].result_list} == {t.pk for t in recent}
+    data = {"action": "retry_tasks", "select_across": "1", "index": "0"}
+    data["_selected_action"] = [str(recent[0].pk)]
+    response = client.post(f"{CHANGELIST}{query}", data, follow=True)
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["3 tasks requeued"]
+    assert statuses(recent) == [Status.PENDING] * 3
+    assert statuses([older, other]) == [Status.FAILED, Status.FAILED]
+
+
+@pytest.mark.parametrize("value", ["2h", "", "1H", "x" * 5000, "7d' OR 1=1"])
+def test_a_finished_window_not_offered_filters_nothing_out(login, value):
+    client = login()
+    tasks = [TaskFactory(failed=True), TaskFactory(succeeded=True), TaskFactory()]
+    response = client.get(CHANGELIST, {"finished": value})
+    assert response.status_code == 200
+    assert {t.pk for t in response.context["cl"].result_list} == {t.pk for t in tasks}
+
+
+def test_a_finished_window_with_a_nul_gets_the_admins_invalid_filter_answer(login):
+    response = login().get(CHANGELIST, {"finished": "1h\x00"})
+    assert (response.status_code, response["Location"]) == (302, f"{CHANGELIST}?e=1")
 
 
 def test_bulk_retry_is_a_few_statements_whatever_the_selection(
@@ -147,8 +185,8 @@ def test_detail_buttons_retry_and_cancel(login):
     failed = TaskFactory(failed=True)
     pending = TaskFactory()
     page = client.get(reverse("admin:jobs_task_change", args=[pending.pk])).content.decode()
-    assert reverse("admin:jobs_task_cancel", args=[pending.pk]) in page
-    assert reverse("admin:jobs_task_retry", args=[pending.pk]) not in page
+    assert reverse("admin:jobs_task_cancel", args=[pending.pk]) in offered_buttons(page)
+    assert reverse("admin:jobs_task_retry", args=[pending.pk]) not in offered_buttons(page)
     response = client.post(reverse("admin:jobs_task_retry", args=[failed.pk]), follow=True)
     assert response.redirect_chain[-1][0] == reverse("admin:jobs_task_change", args=[failed.pk])
     assert "1 task requeued" in [str(m) for m in get_messages(response.wsgi_request)]

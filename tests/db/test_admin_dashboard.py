@@ -63,7 +63,7 @@ def test_dashboard_shows_queues_workers_and_what_needs_attention(viewer):
     emails, default = queue_row(page, "emails"), queue_row(page, "default")
     assert 'data-level="critical"' in emails  # 10 minutes > 5 minutes
     assert 'data-level="warning"' in default  # 90 s > 60 s
-    counts = re.findall(r'<td class="jobs-num"><a href="[^"]*">(\d+)</a></td>', default)
+    counts = re.findall(r'<a href="[^"]*" data-live="count">(\d+)</a>', default)
     # pending, retrying, running, succeeded, failed, cancelled
     assert counts == ["1", "0", "1", "3", "0", "0"]
     assert "status__exact=failed" in emails
@@ -71,7 +71,9 @@ def test_dashboard_shows_queues_workers_and_what_needs_attention(viewer):
     assert "relay refused" in page
     assert "web-1:42:abcdef" in page
     assert page.count("<rect ") == 60  # one bar a minute for the last hour
-    assert 'http-equiv="refresh"' in page
+    # Updated in place from JSON (jobs.admin.live): a reload would wipe a half-typed form.
+    assert 'http-equiv="refresh"' not in page
+    assert 'data-jobs-live="dashboard"' in page
     assert "Pause" not in emails  # no permission to pause
 
 
@@ -113,7 +115,7 @@ def test_every_number_comes_from_metrics(viewer):
         ">4242<",
         ">77<",
         "2 min 5 s",
-        '"7.0 a minute on average over the hour">13<',
+        '"7.0 a minute on average over the hour" data-live="last_minute">13<',
         "1.5 s / 42 s",
         "250 ms / 3.0 s",
         "25.0%",
@@ -194,7 +196,7 @@ def test_a_workers_busy_processes_never_exceed_its_concurrency(viewer):
     TaskFactory.create_batch(5, running=True, worker_id=worker.pk)
     page = viewer.get(DASHBOARD).content.decode()
     row = re.search(
-        r'<table class="jobs-table" id="jobs-workers">.*?<tbody>(.*?)</tbody>', page, re.S
+        r'<table class="jobs-table" id="jobs-workers">.*?<tbody[^>]*>(.*?)</tbody>', page, re.S
     )
     cells = re.findall(r'<td class="jobs-num">(.*?)</td>', row.group(1))
     assert cells == ["2 of 2", "2", "5"]

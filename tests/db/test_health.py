@@ -6,6 +6,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from jobs import checks
+from jobs.maintenance import pausing
 from jobs.web import health
 from tests.factories import TaskFactory, UserFactory, WorkerFactory
 from tests.helpers import staff
@@ -212,3 +213,76 @@ def test_nonsense_settings_are_reported_at_startup(settings, name, value, error)
     assert checks.check_health_settings(None) == []
     setattr(settings, name, value)
     assert [e.id for e in checks.check_health_settings(None)] == [error]
+
+
+# Severity and paused queues (the dashboard's banner reads this verdict) ------------------------
+
+
+def test_problems_come_worst_first_with_what_to_do(now):
+    WorkerFactory(last_heartbeat_at=now - timedelta(seconds=185))
+    waiting_since(700, now, queue="emails")
+    waiting_since(4000, now, queue="imports")
+    finished("failed", 5, now, queue="reports")
+    verdict = health.check(LIMITS, now=now)
+    # No worker first (nothing runs at all), then the longest wait, then failures.
+    assert [(p.check, p.queue) for p in verdict.problems] == [
+        ("workers", None),
+        ("waiting", "imports"),
+        ("waiting", "emails"),
+        ("failures", "reports"),
+    ]
+    worst = verdict.problems[0]
+    assert (worst.headline, worst.advice) == (
+        "No worker has sent a heartbeat for 3 min 5 s",
+        "start one with manage.py runworker",
+    )
+    assert verdict.problems[1].headline == (
+        "Queue imports: the oldest waiting task has waited 1 h 6 min (limit 10 min)"
+    )
+    assert verdict.problems[1].advice == (
+        "start more workers, or one that serves it (manage.py runworker --queues imports)"
+    )
+    assert verdict.problems[3].advice == "read their errors on the Errors page"
+    assert verdict.reason.startswith("UNHEALTHY: no worker heartbeat in 120s")
+
+
+def test_no_worker_ever_is_said_so(now):
+    (problem,) = health.check(LIMITS, now=now).problems
+    assert problem.headline == "No worker is running: nothing is being run"
+
+
+def test_a_paused_queue_is_named_not_judged(worker, now):
+    ops = UserFactory(username="ops")
+    waiting_since(9999, now, queue="emails")  # waits because it is paused: no problem
+    pausing.pause("emails", user=ops, now=now - timedelta(hours=1))
+    verdict = health.check(LIMITS, now=now)
+    assert verdict.ok
+    assert [(p.queue, p.paused_by) for p in verdict.paused] == [("emails", "ops")]
+    assert verdict.reason == (
+        "OK: 1 queues within limits, last heartbeat 10s ago; queue emails paused"
+    )
+    body = verdict.as_dict()
+    assert body["status"] == "ok"
+    assert body["paused"][0]["queue"] == "emails"
+    assert body["paused"][0]["paused_at"] == (now - timedelta(hours=1)).isoformat()
+
+
+def test_a_paused_queue_still_shows_among_problems_of_others(worker, now):
+    waiting_since(9999, now, queue="emails")
+    waiting_since(9999, now, queue="default")
+    pausing.pause("emails")
+    verdict = health.check(LIMITS, now=now)
+    assert [p.queue for p in verdict.problems] == ["default"]
+    assert verdict.reason.endswith("; queue emails paused")
+    # Judging some queues names only their pauses.
+    assert health.check(LIMITS, now=now, queues=["default"]).paused == []
+
+
+def test_the_endpoint_and_the_command_say_a_queue_is_paused(client, worker, capsys):
+    pausing.pause("emails")
+    client.force_login(staff("view_task"))
+    response = client.get("/jobs/ops/health")
+    assert response.status_code == 200  # paused on purpose: healthy
+    assert [pause["queue"] for pause in response.json()["paused"]] == ["emails"]
+    call_command("jobs_health")
+    assert capsys.readouterr().out.rstrip().endswith("; queue emails paused")

@@ -31,6 +31,7 @@ class Holder:
     def __init__(self):
         self.holding, self.completing, self.running = [], [], []
         self.claim_busy, self.stopped = False, []
+        self.drained: list[bool] = []
 
     def keeper(self, clock=time.monotonic, lease_seconds=60) -> LeaseKeeper:
         return LeaseKeeper(
@@ -38,7 +39,8 @@ class Holder:
             holding=lambda: self.holding, completing=lambda: self.completing,
             running=lambda: self.running, busy=lambda: len(self.running),
             claim_busy=lambda: self.claim_busy,
-            stop=lambda reason, ids: self.stopped.append((reason, ids)), clock=clock,
+            stop=lambda reason, ids: self.stopped.append((reason, ids)),
+            drain=lambda: self.drained.append(True), clock=clock,
         )  # fmt: skip
 
 
@@ -156,3 +158,17 @@ def test_heartbeats_come_every_third_of_a_lease(
     keeper.beat_soon()  # after a claim's fault, say
     keeper.heartbeat()
     assert keeper.next_at() == 5019.0
+
+
+def test_a_heartbeat_that_finds_an_operators_stop_request_drains_the_worker(keeper, holder):
+    keeper.heartbeat()
+    assert holder.drained == []
+    WorkerRecord.objects.filter(pk=WORKER_ID).update(stop_requested_at=timezone.now())
+    TaskFactory()
+    (running,) = helpers.claim(WORKER_ID, 1, lease_seconds=1)
+    holder.holding = holder.running = [claimed_from_task(running)]
+    keeper.beat_soon()
+    keeper.heartbeat()
+    assert holder.drained == [True]
+    running.refresh_from_db()  # its lease still renewed: it runs to its end
+    assert running.lease_expires_at > timezone.now() + timedelta(seconds=30)

@@ -47,6 +47,7 @@ def test_every_metric_is_declared_with_its_type():
         "jobs_task_rescues": "counter",
         "jobs_live_workers": "gauge",
         "jobs_queue_paused": "gauge",
+        "jobs_task_type_paused": "gauge",
     }
 
 
@@ -131,9 +132,11 @@ def test_live_workers_and_paused_queues():
     WorkerFactory(silent=True)
     WorkerFactory(stopped=True)
     pausing.pause("imports")
+    pausing.pause_task_type("tests.testapp.tasks.add")
     samples = scrape()
     assert samples[("jobs_live_workers", ())] == 2
     assert samples[("jobs_queue_paused", (("queue", "imports"),))] == 1
+    assert samples[("jobs_task_type_paused", (("name", "tests.testapp.tasks.add"),))] == 1
 
 
 # Who may read them -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from jobs.maintenance import periodic
-from jobs.models import Task
+from jobs.models import Schedule, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,3 +67,26 @@ def test_the_unique_key_alone_decides_when_every_worker_tries_the_same_slot(ever
     assert sum(r.created for r in results) == 1
     assert len({r.task_id for r in results}) == 1
     assert Task.objects.filter(idempotency_key=spec.idempotency_key(slot)).count() == 1
+
+
+def test_workers_enqueue_a_schedule_added_in_the_admin_once_per_slot(settings):
+    settings.JOBS_SCHEDULES = {}
+    Schedule.objects.create(
+        name="admin-sum",
+        task="tests.testapp.tasks.add",
+        cron="*/5 * * * *",
+        args=[1, 2],
+        source=Schedule.Source.ADMIN,
+        created_at=T0,
+    )
+    for slot_minutes in (3, 8):  # the 10:05 slot, then the 10:10 one
+        results, errors = race(
+            lambda m=slot_minutes: periodic.run_due(now=T0 + timedelta(minutes=m))
+        )
+        assert errors == []
+        assert sum(r.created for batch in results for r in batch) == 1
+    scheduled = Task.objects.filter(idempotency_key__startswith="periodic:admin-sum:")
+    assert scheduled.count() == 2
+    assert Schedule.objects.get(pk="admin-sum").last_run_at == datetime(
+        2026, 1, 5, 10, 10, tzinfo=UTC
+    )

@@ -10,8 +10,10 @@ from contextlib import contextmanager
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 
-from tests.factories import UserFactory
+from jobs.web.ops_views import DATABASE_DOWN
+from tests.factories import TaskFactory, UserFactory
 from tests.helpers import staff
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,3 +75,23 @@ def test_the_endpoints_answer_again_once_the_database_is_back(staff_client, tmp_
     with database_down(tmp_path):
         assert staff_client.get("/jobs/ops/metrics").status_code == 503
     assert staff_client.get("/jobs/ops/metrics").status_code == 200
+
+
+@pytest.mark.parametrize("endpoint", ["dashboard", "rows", "one"])
+def test_the_admins_live_endpoints_answer_503_json_while_the_database_is_down(
+    staff_client, tmp_path, endpoint
+):
+    # What the admin's pages poll: the page keeps its last figures and says the link is lost.
+    task = TaskFactory()
+    url = {
+        "dashboard": reverse("admin:jobs_task_live_dashboard"),
+        "rows": f"{reverse('admin:jobs_task_live')}?id={task.pk}",
+        "one": reverse("admin:jobs_task_live_one", args=[task.pk]),
+    }[endpoint]
+    with database_down(tmp_path):
+        response = staff_client.get(url, headers={"Accept": "application/json"})  # as live.js
+    assert response.status_code == 503, response.content[:300]
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == DATABASE_DOWN
+    assert "no-store" in response["Cache-Control"]
+    assert staff_client.get(url).status_code == 200  # and again once it is back

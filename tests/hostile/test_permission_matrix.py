@@ -163,6 +163,21 @@ MATRIX = {
             superuser=(200, False),
         ),
     ),
+    # The JSON the admin's pages poll (jobs.admin.live): the pages' own door.
+    **{
+        live: (
+            "failed",
+            expect(
+                DENIED,
+                **LOGIN_OR_DENIED,
+                viewer=(200, False),
+                viewer_retry=(200, False),
+                viewer_cancel=(200, False),
+                superuser=(200, False),
+            ),
+        )
+        for live in ("live_dashboard", "live_rows", "live_task")
+    },
     "pause_form": ("failed", expect(DENIED, **LOGIN_OR_DENIED, superuser=(302, True))),
     "schedules": ("failed", expect(DENIED, **LOGIN_OR_DENIED, superuser=(200, False))),
     "schedule_toggle": ("failed", expect(DENIED, **LOGIN_OR_DENIED, superuser=(302, True))),
@@ -204,6 +219,12 @@ def request(endpoint, client, task, schedule):
         response = client.post(f"{admin}{task.pk}/{endpoint.split('_')[0]}/")
     elif endpoint == "dashboard":
         response = client.get(f"{admin}dashboard/")
+    elif endpoint == "live_dashboard":
+        response = client.get(f"{admin}dashboard/live/")
+    elif endpoint == "live_rows":
+        response = client.get(f"{admin}live/?id={task.pk}")
+    elif endpoint == "live_task":
+        response = client.get(f"{admin}{task.pk}/live/")
     elif endpoint == "pause_form":
         response = client.post(f"{admin}dashboard/pause/", {"queue": "default"})
         return response.status_code, QueuePause.objects.filter(queue="default").exists()

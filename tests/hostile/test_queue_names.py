@@ -1,7 +1,8 @@
 """One rule for a queue name, wherever a name enters: enqueue, the commands, the admin, settings.
 
 A name enqueue accepts must be one ``runworker --queues`` can select (a comma-separated list,
-each name stripped), and one ``jobs_health --queue`` and the pause form take as it is.
+each name stripped, with an optional cap after a colon), and one ``jobs_health --queue`` and
+the pause form take as it is.
 """
 
 import pytest
@@ -56,7 +57,20 @@ def test_a_queue_enqueue_accepts_is_one_every_command_selects(name):
     assert (health is not None) == accepted
     assert health is None or health.queue == [name]
     if accepted:
-        assert worker.queues == [name]
+        # A name ending in a colon, or in a colon and a number, reads as a cap: such a queue is
+        # selected with its cap written after it; any queue can be.
+        _, colon, tail = name.rpartition(":")
+        if not colon or not (tail.strip() == "" or _reads_as_number(tail)):
+            assert worker.queues == [(name, None)]
+        assert parsed("runworker", "--queues", f"{name}:1").queues == [(name, 1)]
+
+
+def _reads_as_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("value", ["a,b", "tab\there", "a\nb", "x" * 101, "a\x00"])

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from jobs.exceptions import PayloadError
-from jobs.management.commands.runworker import queue_list
+from jobs.management.argtypes import queue_caps
 from jobs.models import Task
 from jobs.tasks import enqueueing, registry
 from jobs.tasks.django_api import InvalidTask
@@ -111,7 +111,7 @@ def test_enqueue_options_are_stored_identically_or_refused(queue, key, priority)
             read = Task.objects.get(pk=task.pk)
             assert (read.queue, read.idempotency_key, read.priority) == (queue, key, priority)
             # A queue a task can be in is one a worker can select.
-            assert queue_list(queue) == [queue]
+            assert queue_caps(f"{queue}:1") == [(queue, 1)]
 
 
 @PROPERTY

@@ -68,3 +68,45 @@ def test_several_worker_processes_started_together_enqueue_the_slot_once(
     assert (scheduled.get().status, scheduled.get().result) == ("succeeded", result)
     assert scheduled.get().backend == ("default" if "django_tasks" in task else "")
     assert sum(err.count("periodic task enqueued") for _, err in outputs) == 1
+
+
+@pytest.mark.process
+def test_several_worker_processes_enqueue_a_schedule_added_in_the_admin_once(worker_env):
+    """Four real ``runworker --burst`` processes, the schedule a row saved by the admin's form."""
+    import subprocess
+    import sys
+
+    from django.test import Client
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from jobs.models import Schedule
+    from tests.conftest import ROOT
+    from tests.helpers import staff
+
+    client = Client()
+    client.force_login(staff("view_schedule", "add_schedule", username="operator"))
+    form = {"name": "admin-hourly", "task": "tests.testapp.tasks.add", "cron": "",
+            "interval_seconds": "3600", "time_zone": "UTC", "args": "[1, 2]", "kwargs": "{}",
+            "queue": "", "priority": "", "enabled": "on"}  # fmt: skip
+    assert client.post(reverse("admin:jobs_schedule_add"), form).status_code == 302
+    # Added a day ago and run long ago: its latest slot is due.
+    day_ago = timezone.now() - timedelta(days=1)
+    Schedule.objects.filter(pk="admin-hourly").update(created_at=day_ago, last_run_at=day_ago)
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "runworker", "--burst"],
+            cwd=ROOT,
+            env=worker_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(WORKERS)
+    ]
+    outputs = [worker.communicate(timeout=60) for worker in workers]
+    assert [worker.returncode for worker in workers] == [0] * WORKERS, outputs
+    scheduled = Task.objects.filter(idempotency_key__startswith="periodic:admin-hourly:")
+    assert scheduled.count() == 1
+    assert (scheduled.get().status, scheduled.get().result) == ("succeeded", 3)
+    assert sum(err.count("periodic task enqueued") for _, err in outputs) == 1

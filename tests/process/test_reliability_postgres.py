@@ -39,6 +39,9 @@ def test_notify_wakes_an_idle_worker_well_before_its_poll(start_worker):
 def test_worker_survives_its_connections_being_terminated(start_worker):
     work = [tasks.write_and_pause.enqueue(f"k{i}").record for i in range(60)]
     worker = start_worker("--concurrency", "2")
+    # Terminations before the worker has connected would cut nothing (a loaded machine can take
+    # longer to start a worker than the three terminations take).
+    wait_for(lambda: "worker started" in worker.output, message="worker start")
     with terminating_worker_connections(every=0.7):
         wait_for(
             lambda: (

@@ -183,3 +183,12 @@ def snooze_forever():
 def expiring(key):
     SideEffect.objects.create(key=key)
     return key
+
+
+@task(max_attempts=3)
+def span(seconds):
+    """Take ``seconds``; return when it started and ended, and in which process (tests of how
+    many tasks of a queue run at once)."""
+    started = time.time()
+    time.sleep(seconds)
+    return [started, time.time(), os.getpid()]

@@ -59,3 +59,27 @@ def test_sqlite_without_json_functions_is_reported(monkeypatch):
         assert [error.id for error in errors] == ["jobs.E004"]
     else:
         assert errors == []  # PostgreSQL needs nothing of SQLite
+
+
+@pytest.mark.parametrize("alias", ["nowhere", "", 5, ["default"], "default\x00", "d" * 10_000])
+def test_a_listen_database_that_is_no_alias_is_reported(settings, alias):
+    from jobs.checks import check_listen_database
+
+    settings.JOBS_LISTEN_DATABASE = alias
+    [error] = check_listen_database(None)
+    assert error.id == "jobs.E032"
+    assert "JOBS_LISTEN_DATABASE must be an alias of DATABASES" in error.msg
+
+
+def test_the_listen_database_must_be_postgresql(settings):
+    from django.db import connections
+
+    from jobs.checks import check_listen_database
+
+    settings.JOBS_LISTEN_DATABASE = "default"
+    errors = check_listen_database(None)
+    if connections["default"].vendor == "postgresql":
+        assert errors == []
+    else:
+        assert [e.id for e in errors] == ["jobs.E032"]
+        assert "is not a PostgreSQL database: only PostgreSQL has LISTEN" in errors[0].msg

@@ -1,15 +1,16 @@
 import logging
 
 from django.core.checks import Tags
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from jobs import limits
+from jobs.conf import jobs_settings
 from jobs.management.argtypes import (
     concurrency,
     interval_seconds,
     non_negative_seconds,
     number,
-    queue_list,
+    queue_caps,
 )
 from jobs.worker.lifecycle import Worker
 
@@ -27,9 +28,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument(
             "--queues",
-            type=queue_list,
+            type=queue_caps,
             default=None,
-            help="Comma-separated queues to serve (default: all queues).",
+            help="Comma-separated queues to serve (default: all queues), each with an optional "
+            "cap, the most of its tasks this worker runs at once: imports:2,emails:8,default.",
         )
         parser.add_argument(
             "--concurrency",
@@ -78,8 +80,18 @@ class Command(BaseCommand):
                 level=logging.DEBUG if verbosity > 1 else logging.INFO,
                 format="%(asctime)s %(levelname)s %(name)s %(message)s",
             )
+        caps = {name: cap for name, cap in queues or () if cap is not None}
+        most = concurrency or jobs_settings.CONCURRENCY
+        for name, cap in caps.items():
+            if cap > most:
+                raise CommandError(
+                    f"--queues: the cap of the queue {name!r} is {cap}, above the worker's "
+                    f"concurrency ({most}, the most tasks it runs at once): lower the cap or "
+                    "raise --concurrency."
+                )
         worker = Worker(
-            queues=queues,
+            queues=[name for name, _ in queues] if queues else None,
+            queue_caps=caps,
             concurrency=concurrency,
             burst=burst,
             poll_interval=poll_interval,

@@ -101,7 +101,7 @@ def run_sql(by_vendor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0015_task_cancelled_by"),
+        ("jobs", "0018_task_rollups"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
