@@ -23,11 +23,14 @@ from jobs.maintenance.schedulable import check_declared
 from jobs.sql.sqlite import has_json as sqlite_has_json
 from jobs.tasks.enqueueing import INT_RANGES
 from jobs.tasks.payload import queue_name_problem
+from jobs.tasks.rates import RateError, queue_rate
 from jobs.web.health import Thresholds, threshold_problems
 
 TAG = "jobs"  # runworker runs the checks with this tag before it starts
 
 REQUIRED_APPS = ("django.contrib.auth", "django.contrib.contenttypes")
+
+QUEUE_OPTIONS = {"rate_limit"}  # what an entry of JOBS_QUEUES may set
 
 
 @checks.register(TAG)
@@ -363,4 +366,43 @@ def check_schedules(app_configs, **kwargs):
                     id="jobs.E202",
                 )
             )
+    return errors
+
+
+@checks.register(TAG)
+def check_queues(app_configs, **kwargs):
+    """Report a ``JOBS_QUEUES`` whose entries an enqueue would refuse, at startup."""
+    value = jobs_settings.QUEUES
+    if not isinstance(value, dict):
+        return [
+            checks.Error(
+                f"JOBS_QUEUES must be a dict of queue name to options, got {value!r:.80}.",
+                hint='For example {"emails": {"rate_limit": "10/s"}}.',
+                id="jobs.E040",
+            )
+        ]
+    errors = []
+    for queue, options in value.items():
+        problem = queue_name_problem(queue) if isinstance(queue, str) else "is no string"
+        if problem is not None:
+            errors.append(
+                checks.Error(
+                    f"JOBS_QUEUES: {queue!r:.80} is no queue name: it {problem}.", id="jobs.E040"
+                )
+            )
+            continue
+        unknown = sorted(set(options) - QUEUE_OPTIONS) if isinstance(options, dict) else None
+        if unknown is None or unknown:
+            errors.append(
+                checks.Error(
+                    f"JOBS_QUEUES[{queue!r}] must be a dict of options "
+                    f"({', '.join(sorted(QUEUE_OPTIONS))}), got {options!r:.80}.",
+                    id="jobs.E040",
+                )
+            )
+            continue
+        try:
+            queue_rate(value, queue)
+        except RateError as exc:
+            errors.append(checks.Error(f"JOBS_QUEUES[{queue!r}]: {exc}", id="jobs.E041"))
     return errors

@@ -21,6 +21,9 @@ DEFAULTS = {
     "BACKOFF_JITTER": 0.25,
     # Times a task may snooze (jobs.Snooze) before its next snooze fails it instead.
     "MAX_SNOOZES": 100,
+    # Per queue: {"emails": {"rate_limit": "10/s"}}, at most that many starts of the queue's
+    # tasks per period across every worker (jobs.tasks.rates); read at each enqueue.
+    "QUEUES": {},
     # Worker
     "DEFAULT_TIMEOUT": 30 * 60.0,
     "LEASE_SECONDS": 60.0,

@@ -1,7 +1,7 @@
 """The task record, and the read-side names that the rest of jobs queries it by."""
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -80,6 +80,11 @@ class Task(models.Model):
     # decides (``jobs.sql``). NULL, not "": no key, no limit (docs/howto/flow-control.md).
     concurrency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    # At most ``rate_limit`` starts of one key per ``rate_period`` seconds, across every worker:
+    # the claim counts them in ``RateWindow`` (``jobs.tasks.rates``). NULL: no limit.
+    rate_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    rate_limit = models.PositiveIntegerField(null=True, blank=True)
+    rate_period = models.PositiveIntegerField(null=True, blank=True)
     # One task per key of a task name at a time (``jobs.tasks.uniqueness``): while it has not
     # started (``unique_while`` "waiting") or until it finishes ("active"), which a partial
     # unique index decides; with a period (``UniqueHold``), ``unique_while`` is NULL.
@@ -146,6 +151,18 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="jobs_task_status_valid"
             ),
+            # A rate key comes with its limit and period: the claim divides by the period, and
+            # its trigger counts in it, so a row without them would fail every claim.
+            models.CheckConstraint(
+                condition=Q(rate_key__isnull=True)
+                | Q(
+                    rate_limit__isnull=False,
+                    rate_limit__gte=1,
+                    rate_period__isnull=False,
+                    rate_period__gte=1,
+                ),
+                name="jobs_task_rate_complete",
+            ),
             # The rows holding their unique key: waiting ones that never started, and active
             # ones. Only an INSERT enters it (a requeue gives up the key: transitions), so no
             # status change can break it; a waiting task that ran once (retrying, or handed
@@ -159,18 +176,32 @@ class Task(models.Model):
         indexes = [
             # The claim query: only claimable rows are indexed, so a table of a million
             # finished tasks costs the claim nothing.
-            # Rows with a concurrency key are in the key's index instead: the claim reads these
-            # without walking past the waiting tasks of keys at their limit.
+            # Rows with a concurrency key or a rate key are in the key's index instead: the claim
+            # reads these without walking past the waiting tasks of keys at their limit.
             models.Index(
                 fields=["-priority", "run_after", "created_at", "id"],
                 name="jobs_task_claimable_idx",
-                condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key__isnull=True),
+                condition=Q(
+                    status__in=CLAIMABLE_STATUSES,
+                    concurrency_key__isnull=True,
+                    rate_key__isnull=True,
+                ),
             ),
             # The claim of a worker serving one queue: its due tasks in claim order.
             models.Index(
                 fields=["queue", "-priority", "run_after", "created_at", "id"],
                 name="jobs_task_queue_claimable_idx",
-                condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key__isnull=True),
+                condition=Q(
+                    status__in=CLAIMABLE_STATUSES,
+                    concurrency_key__isnull=True,
+                    rate_key__isnull=True,
+                ),
+            ),
+            # Rate keys: a key's waiting tasks in claim order (partial, as the concurrency keys').
+            models.Index(
+                fields=["rate_key", "-priority", "run_after", "created_at", "id"],
+                name="jobs_task_rate_claimable_idx",
+                condition=Q(rate_key__isnull=False, status__in=CLAIMABLE_STATUSES),
             ),
             # Concurrency keys (partial: rows without a key cost these nothing): a key's waiting
             # tasks in claim order, and its running ones, which the claim counts.
@@ -370,6 +401,30 @@ class Worker(models.Model):
 
     def __str__(self):
         return self.id
+
+
+class RateWindow(models.Model):
+    """The starts of one rate key in its current window, as the claim counts them.
+
+    Written only by the database: a trigger counts each task of the key the claim sets running,
+    in the claim's transaction (migration 0019); the claim reads it to know the room left. A
+    window never moves back: a claim whose clock is behind the window's start counts in that
+    window, so a clock stepped back opens no window early.
+    """
+
+    key = models.CharField(primary_key=True, max_length=200)
+    window_start = models.BigIntegerField()  # seconds since the epoch, a multiple of period
+    period = models.PositiveIntegerField()  # seconds
+    rate_limit = models.PositiveIntegerField()  # of the last task counted
+    started = models.PositiveIntegerField()  # tasks started in the window
+
+    def __str__(self):
+        return f"{self.key}: {self.started} of {self.rate_limit} per {self.period}s"
+
+    @property
+    def opens_at(self):
+        """When the next window opens (an aware datetime)."""
+        return datetime.fromtimestamp(self.window_start + self.period, tz=UTC)
 
 
 class QueuePause(models.Model):

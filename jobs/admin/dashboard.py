@@ -58,6 +58,8 @@ def render_dashboard(request, context):
         held_text=panels.held_text(held),
         tables=panels.tables(snap, held),
         paused_types=paused_type_rows(snap.now),
+        # Due tasks held back until their rate key's window ends.
+        held_rates=waiting.held_by_rates(now=snap.now),
         window=seconds_text(snap.window.total_seconds()),
         live_url=reverse("admin:jobs_task_live_dashboard"),
         live_interval=live_interval_ms(),

@@ -13,6 +13,7 @@ from typing import cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from jobs import limits
@@ -20,7 +21,7 @@ from jobs.conf import DEFAULTS, jobs_settings
 from jobs.maintenance import rollups
 from jobs.maintenance.locks import acquire_lock as acquire_lock
 from jobs.maintenance.locks import release_lock as release_lock
-from jobs.models import Task, UniqueHold
+from jobs.models import RateWindow, Task, UniqueHold
 from jobs.states import TERMINAL
 
 logger = logging.getLogger(__name__)
@@ -175,3 +176,20 @@ def auto_prune(holder: str | None = None, *, now=None) -> int:
         done = report is not None and report.complete
         release_lock(LOCK_NAME, holder, finished_at=now if done else None)
     return report.total
+
+
+# A rate window ended this long ago says nothing a claim reads (a new window starts afresh); the
+# margin leaves alone the window of a worker whose clock is behind.
+RATE_WINDOW_KEPT = timedelta(hours=1)
+
+
+def prune_rate_windows(*, now=None) -> int:
+    """Delete the rate windows (``RateWindow``) that ended over an hour ago; return how many.
+
+    One row per rate key ever used, so per-customer keys would otherwise pile up. A claim that
+    counts a key meanwhile inserts its row again (the trigger's upsert).
+    """
+    now = now or timezone.now()
+    ended_before = (now - RATE_WINDOW_KEPT).timestamp()
+    old = RateWindow.objects.annotate(ends=F("window_start") + F("period"))
+    return old.filter(ends__lt=ended_before).delete()[0]

@@ -3,13 +3,14 @@
 A round runs each duty once: the rescue of tasks whose lease lapsed (its owner is
 ``jobs.transitions.rescue_expired``), the cancellation of waiting tasks past their deadline
 (``jobs.transitions.expire_waiting``), periodic enqueues (``jobs.maintenance.periodic``), the
-rollups of finished tasks (``jobs.maintenance.rollups``) and automatic pruning
-(``jobs.maintenance.pruning``). Each duty is safe to run from many workers at
-once: rescue updates row by row, each UPDATE guarded by the lease the task expired with; expiry is
-one guarded UPDATE that two workers may both run (the second finds nothing left);
-periodic enqueues carry an idempotency key the database keeps unique; rollups move their mark
-by a conditional UPDATE in the transaction that writes the buckets; rollups and automatic pruning
-run under leases that one worker at a time can hold.
+rollups of finished tasks (``jobs.maintenance.rollups``), automatic pruning
+(``jobs.maintenance.pruning``) and the deletion of rate windows long ended
+(``pruning.prune_rate_windows``; one DELETE, which two workers may both run). Each duty is safe
+to run from many workers at once: rescue updates row by row, each UPDATE guarded by the lease
+the task expired with; expiry is one guarded UPDATE that two workers may both run (the second
+finds nothing left); periodic enqueues carry an idempotency key the database keeps unique;
+rollups move their mark by a conditional UPDATE in the transaction that writes the buckets;
+rollups and automatic pruning run under leases that one worker at a time can hold.
 """
 
 import logging
@@ -35,14 +36,16 @@ def run(*, now=None, worker_id=None) -> dict:
     # Before pruning: a task is deleted only once the rollups have counted it.
     done["rolled"] = _isolated("rollup", lambda: rollups.run(worker_id, now=now))
     done["pruned"] = _isolated("prune", lambda: pruning.auto_prune(worker_id, now=now))
+    done["windows"] = _isolated("windows", lambda: pruning.prune_rate_windows(now=now))
     if any(done.values()):
         logger.info(
-            "maintenance done rescued=%d expired=%d scheduled=%d rolled=%d pruned=%d",
+            "maintenance done rescued=%d expired=%d scheduled=%d rolled=%d pruned=%d windows=%d",
             done["rescued"],
             done["expired"],
             done["scheduled"],
             done["rolled"],
             done["pruned"],
+            done["windows"],
         )
     return done
 

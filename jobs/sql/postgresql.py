@@ -21,6 +21,16 @@ CHECK_LIBRARY = False  # a server: nothing of this Python's to check
 # Claiming -------------------------------------------------------------------------------------
 
 
+def _window(period: str) -> str:
+    """The start of the window of ``period`` seconds at the parameter (now), epoch seconds."""
+    return f"floor(extract(epoch FROM %s::timestamptz) / {period})::bigint * {period}"
+
+
+# A rate key's room, decided under a lock of the key (``jobs_rate_room``, migration 0019, as
+# ``jobs_claim_room``: 0 when another claim holds the key). Parameter: now.
+_RATE_ROOM = "jobs_rate_room(rate_key, rate_limit, rate_period, %s::timestamptz)"
+
+
 def _claim_ctes(connection, queue_count: int) -> str:
     # The pick is a MATERIALIZED CTE: as a plain ``IN (subquery)`` the planner may run the
     # ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``. So are the
@@ -58,6 +68,7 @@ def _claim_ctes(connection, queue_count: int) -> str:
             ) AS keyed
             WHERE rooms.room > 0
         ),
+        {common.rate_ctes(connection, queue_count, lateral=True, window=_window, room=_RATE_ROOM)},
         candidates AS MATERIALIZED ({common.claim_candidates(connection, queue_count)}),
         picked AS MATERIALIZED ({pick}),
         claimed AS (

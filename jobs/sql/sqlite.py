@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import JSONField
 
 from jobs import states
-from jobs.models import Task
+from jobs.models import RateWindow, Task
 from jobs.sql import common
 
 NAME = "sqlite"
@@ -35,6 +35,30 @@ _ROW_JSON = "json_object({})".format(
         for field in Task._meta.concrete_fields
     )
 )
+
+
+def _window(period: str) -> str:
+    """The start of the window of ``period`` seconds at the parameter (now), epoch seconds."""
+    return f"(CAST(strftime('%%s', %s) AS INTEGER) / {period}) * {period}"
+
+
+def _rate_room(connection) -> str:
+    """A rate key's room left in its window (one writer: nothing counts meanwhile); parameter:
+    now."""
+    windows = connection.ops.quote_name(RateWindow._meta.db_table)
+    return f"""rate_limit - coalesce((
+        SELECT w.started FROM {windows} AS w
+        WHERE w.{connection.ops.quote_name("key")} = rate_hopeful.rate_key
+            AND w.period = rate_hopeful.rate_period
+            AND w.window_start >= {_window("rate_hopeful.rate_period")}
+    ), 0)"""
+
+
+def _rate_ctes(connection, queue_count: int) -> str:
+    return common.rate_ctes(
+        connection, queue_count, lateral=False, window=_window, room=_rate_room(connection),
+        indexed_by="INDEXED BY jobs_task_rate_claimable_idx",
+    )  # fmt: skip
 
 
 def claim_sql(connection, queue_count: int) -> str:
@@ -66,6 +90,7 @@ def claim_sql(connection, queue_count: int) -> str:
                 WHERE rooms.room > 0 AND {common.due_condition(connection, queue_count)}
             ) WHERE place <= room
         ),
+        {_rate_ctes(connection, queue_count)},
         candidates AS ({common.claim_candidates(connection, queue_count)}),
         picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}

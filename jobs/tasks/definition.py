@@ -21,6 +21,7 @@ from jobs.exceptions import PayloadError
 from jobs.tasks import registry
 from jobs.tasks.django_api import DjangoTask, InvalidTask
 from jobs.tasks.payload import check_delay, check_int, check_name
+from jobs.tasks.rates import MAX_RATE_KEY_LENGTH, Rate, RateError, parse_rate, queue_key, queue_rate
 from jobs.tasks.retry import Backoff
 
 # The backend alias of tasks declared with ``@jobs.task``: jobs' table, through no entry of
@@ -63,6 +64,11 @@ class JobsTask(DjangoTask):
     # has a limit of 1. Usually set per call: ``using(concurrency_key=f"account:{id}")``.
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    # At most N starts per period of ``rate_key``, on every worker together (``rate_limit``:
+    # "10/s", "100/m", read as a ``jobs.tasks.rates.Rate``). A limit alone limits the task itself
+    # (its key is its dotted path); a key needs a limit. A queue's limit is ``JOBS_QUEUES``'.
+    rate_limit: Rate | str | None = None
+    rate_key: str | None = None
     # One task per key at a time, for a scope (``jobs.tasks.uniqueness``): while it waits
     # (``unique_while="waiting"``), while it waits or runs (``"active"``), or for a period from
     # the first enqueue (``unique_for``, seconds or a timedelta). A scope alone makes the key the
@@ -86,6 +92,7 @@ class JobsTask(DjangoTask):
 
     def __post_init__(self):
         object.__setattr__(self, "transient", _checked_transient(self.transient))
+        self._check_rate()
         try:  # jobs' value checks, each a PayloadError: refused here as a task option
             if self.max_attempts is not None:
                 check_int(self.max_attempts, "max attempts", *MAX_ATTEMPTS_RANGE)
@@ -111,6 +118,24 @@ class JobsTask(DjangoTask):
             _check_owner(self.owner)
         DjangoTask.__post_init__(self)  # the backend's checks (Django's, and jobs')
         registry.register(self)
+
+    def _check_rate(self):
+        if self.rate_limit is not None:
+            try:
+                object.__setattr__(self, "rate_limit", parse_rate(self.rate_limit))
+            except RateError as exc:
+                raise TaskOptionError(str(exc)) from None
+        if self.rate_key is not None:
+            try:
+                check_name(self.rate_key, "rate key", MAX_RATE_KEY_LENGTH)
+            except PayloadError as exc:
+                raise TaskOptionError(str(exc)) from None
+        limited = self.rate_limit is not None or self.rate_key is not None
+        if limited and (self.concurrency_key is not None or self.concurrency_limit is not None):
+            raise TaskOptionError(
+                "A task takes a rate limit or a concurrency limit, not both (each is a key of "
+                "its own that the claim decides on): use one."
+            )
 
     def _check_uniqueness(self):
         for name, allowed in (("unique_while", UNIQUE_WHILE), ("on_duplicate", ON_DUPLICATE)):
@@ -146,6 +171,8 @@ class JobsTask(DjangoTask):
         max_attempts: int | None = None,
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
+        rate_limit: Rate | str | None = None,
+        rate_key: str | None = None,
         delay: float | timedelta | None = None,
         expires_in: float | timedelta | None = None,
         expires_at: datetime | None = None,
@@ -160,9 +187,10 @@ class JobsTask(DjangoTask):
         """Return this task with the given options set (``None``: unchanged).
 
         Django's options (``priority``, ``queue_name``, ``run_after``, ``backend``) and jobs':
-        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key`` and
-        ``concurrency_limit`` (see the class), ``delay`` (seconds or a
-        timedelta from the enqueue; it replaces ``run_after``, and the other way round),
+        ``queue`` (the same as ``queue_name``), ``max_attempts``, ``concurrency_key``,
+        ``concurrency_limit``, ``rate_limit`` and ``rate_key`` (see the class), ``delay``
+        (seconds or a timedelta from the enqueue; it replaces ``run_after``, and the other way
+        round),
         ``expires_in`` or ``expires_at`` (a deadline to start by; each replaces the other),
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
         it), ``idempotency_key`` (an enqueue with a key already taken returns that task),
@@ -188,6 +216,8 @@ class JobsTask(DjangoTask):
                 ("max_attempts", max_attempts),
                 ("concurrency_key", concurrency_key),
                 ("concurrency_limit", concurrency_limit),
+                ("rate_limit", rate_limit),
+                ("rate_key", rate_key),
                 ("owner", owner),
                 ("summary", summary),
                 ("idempotency_key", idempotency_key),
@@ -236,6 +266,29 @@ class JobsTask(DjangoTask):
         if self.concurrency_key is None and self.concurrency_limit is None:
             return None, None
         return self.concurrency_key or self.module_path, self.concurrency_limit or 1
+
+    def resolved_rate(self) -> tuple[str | None, Rate | None]:
+        """The rate key and limit of a new row: the task's own (a key needs a limit; a limit
+        alone keys the task itself), else its queue's (``JOBS_QUEUES``), else none."""
+        if self.rate_key is not None and self.rate_limit is None:
+            raise TaskOptionError(
+                f"The rate key {self.rate_key!r:.80} has no limit: give rate_limit too "
+                '(such as "10/s"), on the task or in using().'
+            )
+        if self.rate_limit is not None:
+            return self.rate_key or self.module_path, parse_rate(self.rate_limit)
+        try:
+            rate = queue_rate(jobs_settings.QUEUES, self.queue_name)
+        except RateError as exc:
+            raise TaskOptionError(f"JOBS_QUEUES[{self.queue_name!r}]: {exc}") from None
+        if rate is None:
+            return None, None
+        if self.concurrency_key is not None or self.concurrency_limit is not None:
+            raise TaskOptionError(
+                f"The queue {self.queue_name!r} has a rate limit (JOBS_QUEUES), and a task with "
+                "a concurrency limit cannot take one too: send it to another queue."
+            )
+        return queue_key(self.queue_name), rate
 
     def resolved_unique(self) -> "Uniqueness | None":
         """The uniqueness of a new row: none, or its key, scope and duplicate action."""

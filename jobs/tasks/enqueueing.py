@@ -74,10 +74,14 @@ def backend_of(task) -> DatabaseBackend:
 def row_fields(task) -> dict:
     """The columns of a new row of ``task``, from its declaration and its ``using()`` options."""
     concurrency_key, concurrency_limit = task.resolved_concurrency()
+    rate_key, rate = task.resolved_rate()
     fields = {
         "name": task.module_path,
         "concurrency_key": concurrency_key,
         "concurrency_limit": concurrency_limit,
+        "rate_key": rate_key,
+        "rate_limit": None if rate is None else rate.count,
+        "rate_period": None if rate is None else rate.period,
         "backend": task.backend,
         "queue": task.queue_name,
         "priority": task.priority,

@@ -18,7 +18,8 @@ from jobs.sql.common import Inserts
 SET_BY_ENQUEUE = (
     "id", "name", "backend", "queue", "priority", "payload", "summary", "idempotency_key",
     "max_attempts", "run_after", "owner", "created_at", "updated_at", "concurrency_key",
-    "concurrency_limit", "unique_key", "unique_while", "expires_at",
+    "concurrency_limit", "unique_key", "unique_while", "expires_at", "rate_key", "rate_limit",
+    "rate_period",
 )  # fmt: skip
 
 _FIELDS = Task._meta.concrete_fields

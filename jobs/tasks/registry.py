@@ -53,6 +53,7 @@ def task(
     takes_context: bool = False,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
+    rate_limit: str | None = None,
     unique_key: str | None = None,
     unique_while: str | None = None,
     unique_for: float | timedelta | None = None,
@@ -66,7 +67,8 @@ def task(
     mean "try again later" for this task, on top of connection errors and timeouts;
     ``takes_context`` passes a context (progress, steps, cancellation) as the first argument,
     which must be named ``context``. ``concurrency_key`` and ``concurrency_limit``: at most that
-    many tasks of the key run at once; ``unique_key``, ``unique_while``, ``unique_for`` and
+    many tasks of the key run at once; ``rate_limit`` ("10/s"): at most that many starts of
+    the task per period; ``unique_key``, ``unique_while``, ``unique_for`` and
     ``on_duplicate``: one task per key while waiting, active, or for a period, and what a
     duplicate does; ``expires_in``: a task not started within that many seconds of its enqueue
     never starts (all in docs/howto/flow-control.md). A priority is from -100 to
@@ -90,6 +92,7 @@ def task(
             transient=transient,
             concurrency_key=concurrency_key,
             concurrency_limit=concurrency_limit,
+            rate_limit=rate_limit,
             unique_key=unique_key,
             unique_while=unique_while,
             unique_for=unique_for,

@@ -166,13 +166,14 @@ def _iso(value):
 
 
 def waiting_json(waiting: waiting_reasons.Waiting | None, user) -> dict | None:
-    """Why a waiting task waits, as ``user`` may see it: the concurrency key and its counts only
-    to a user with the view permission (a key may hold another customer's id)."""
+    """Why a waiting task waits, as ``user`` may see it: the concurrency and rate keys and their
+    counts only to a user with the view permission (a key may hold another customer's id)."""
     if waiting is None:
         return None
     body = {
         "reasons": waiting.reasons,
         "until": _iso(waiting.due_at),
+        "rate_limited_until": _iso(waiting.rate_until),
         "expires_at": _iso(waiting.expires_at),
         "message": waiting_reasons.owner_message(waiting),
         "expiry_message": waiting_reasons.owner_expiry(waiting) or None,
@@ -182,6 +183,13 @@ def waiting_json(waiting: waiting_reasons.Waiting | None, user) -> dict | None:
             "key": waiting.key,
             "running": waiting.running,  # not a status: a count
             "limit": waiting.limit,
+        }
+    if waiting.rate_limited and waiting.rate is not None and user.has_perm(VIEW_PERMISSION):
+        body["rate"] = {
+            "key": waiting.rate_key,
+            "started": waiting.rate_started,
+            "limit": waiting.rate.count,
+            "period_seconds": waiting.rate.period,
         }
     return body
 

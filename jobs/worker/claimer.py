@@ -162,14 +162,32 @@ class Claimer:
         """Monotonic time at which the earliest delayed task is due, so it starts on time."""
         try:
             due_at = self._retry(lambda: claiming.next_due_at(queues=self.queues), "next_due")
+            # A full rate window holding back due tasks: wake as it ends, not at the next poll.
+            opens_at = self._retry(self._next_window_at, "next_window")
         except DatabaseError:
             return None  # the poll interval decides; the heartbeat tells of the outage
+        if opens_at is not None and (due_at is None or opens_at < due_at):
+            return time.monotonic() + max(0.0, (opens_at - timezone.now()).total_seconds())
         seconds = (due_at - timezone.now()).total_seconds() if due_at else 0
         if due_at and self.started_at and due_at > self.started_at:
             return time.monotonic() + max(0.0, seconds)  # due after the last claim looked
         # Due already but not claimed (taken by another worker, or its queue is paused): the
         # poll interval decides, rather than spinning.
         return time.monotonic() + seconds if seconds > 0 else None
+
+    def _next_window_at(self):
+        # Windows ending after the last claim started, not after now: one that ended in between
+        # was full when the claim looked, and its tasks are for the next claim, at once.
+        since = self.started_at or timezone.now()
+        return claiming.next_window_at(queues=self.queues, now=since)
+
+    def rate_held(self) -> bool:
+        """Whether a due task waited for its rate window when the last claim looked (a burst
+        worker waits for it)."""
+        try:
+            return self._retry(self._next_window_at, "next_window") is not None
+        except DatabaseError:
+            return False
 
     def before_fork(self):
         """Let the claim in flight finish, and close the thread's connection (see above)."""

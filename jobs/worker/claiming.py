@@ -7,14 +7,15 @@ disjoint rows without waiting on each other. SQLite has no row locks; the whole 
 its single writer lock, which is as safe, and a busy database is waited for and retried.
 """
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import connections, router, transaction
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from jobs import sql, transitions
 from jobs.db import savepoint_in_transaction, wait_while_locked
-from jobs.models import Task
+from jobs.models import RateWindow, Task
 from jobs.worker.wire import Claimed
 
 
@@ -96,9 +97,33 @@ def _claimed(rows, worker_id: str, queue: str) -> list[Claimed]:
     ]
 
 
-def next_due_at(*, queues=None):
-    """When the earliest waiting task becomes due (None if nothing waits): when to look next."""
-    waiting = Task.objects.claimable()
+def next_due_at(*, queues=None, now=None):
+    """When the earliest waiting task becomes due (None if nothing waits): when to look next.
+
+    A task with a rate key that is due already waits for its key's window instead
+    (``next_window_at``), so it does not hide a later task due before that.
+    """
+    now = now or timezone.now()
+    waiting = Task.objects.claimable().filter(Q(rate_key__isnull=True) | Q(run_after__gt=now))
     if queues:
         waiting = waiting.filter(queue__in=sorted(set(queues)))
     return waiting.order_by("run_after").values_list("run_after", flat=True).first()
+
+
+def next_window_at(*, queues=None, now=None):
+    """When the earliest full rate window that holds back a due task ends (None if none does):
+    the moment its next task may start, so that a worker wakes for it."""
+    now = now or timezone.now()
+    held = Task.objects.due(now).filter(rate_key=OuterRef("key"))
+    if queues:
+        held = held.filter(queue__in=sorted(set(queues)))
+    opens = (
+        RateWindow.objects.filter(started__gte=F("rate_limit"))
+        .annotate(opens=F("window_start") + F("period"))
+        .filter(opens__gt=now.timestamp())
+        .filter(Exists(held))
+        .order_by("opens")
+        .values_list("opens", flat=True)
+        .first()
+    )
+    return None if opens is None else datetime.fromtimestamp(opens, tz=UTC)

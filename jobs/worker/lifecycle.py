@@ -188,11 +188,13 @@ class Worker:
                     and not pool.busy()
                     and not pool.waiting()
                     and not self.completer.task_ids()
+                    and not self.claimer.rate_held()
                 ):
                     # The last claim found nothing, and nothing came in while it ran (a task
                     # that ended meanwhile may have made another due: a snooze of 0 s, a retry,
-                    # a concurrency key's room), nothing runs, and no success waits to be
-                    # written (one that does may free a concurrency key's room for the next).
+                    # a concurrency key's room), nothing runs, no success waits to be
+                    # written (one that does may free a concurrency key's room for the next),
+                    # and no due task waits for its rate window to end.
                     return
                 self.leases.heartbeat()
                 self.maintenance.run_if_due()

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs.models import RateWindow
 from jobs.worker.claimer import Claimer
 from tests.factories import TaskFactory
 from tests.helpers import retry
@@ -101,3 +102,22 @@ def test_the_claim_goes_through_the_retry_the_worker_gives():
         os.close(wake_read)
         os.close(wake_write)
     assert calls == [("claim", ["abandon", "on_fault"])]
+
+
+def test_a_full_rate_window_wakes_the_worker_when_it_ends(claimer):
+    long_due = timezone.now() - timedelta(hours=2)
+    TaskFactory.create_batch(3, rate_key="k", rate_limit=2, rate_period=3600, run_after=long_due)
+    assert len(claim(claimer, 5)) == 2  # the window is full; one task waits
+    assert claimer.rate_held()
+    wake_at = claimer.next_due_at()
+    window_end = (int(timezone.now().timestamp()) // 3600 + 1) * 3600
+    assert abs((wake_at - time.monotonic()) - (window_end - time.time())) < 5
+    # A window that ended after the last claim looked, but before now, wakes it at once: the
+    # claim saw it full, the next one will not.
+    RateWindow.objects.update(window_start=int(time.time()) - 1 - 3600)
+    claimer.started_at = timezone.now() - timedelta(seconds=2)
+    assert claimer.rate_held()
+    assert claimer.next_due_at() <= time.monotonic()
+    # Once a claim has looked after the window ended, nothing is held.
+    claimer.started_at = timezone.now()
+    assert not claimer.rate_held()

@@ -168,3 +168,8 @@ def nightly_total(*numbers):
 @task(expires_in=600)
 def django_expiring():
     return "ran"
+
+
+@task(rate_limit="100/m")  # jobs' option on Django's decorator: at most 100 starts a minute
+def rate_limited_multiply(a, b):
+    return a * b
