@@ -181,7 +181,6 @@ def test_a_short_name_and_queue_do_not_wrap_letter_by_letter_at_1280px(page, log
     page.set_viewport_size(LAPTOP)
     login(page, "ops", "ops-pass", next_url="/admin/")
     page.goto(live_server.url + "/admin/jobs/task/")
-    page.screenshot(path="/tmp/s17-list.png")
     assert lines_of(page, "#result_list .field-name_display a") == [1, 1]
     assert lines_of(page, "#result_list td.field-queue") == [1, 1]
     assert overflow(page) == 0
