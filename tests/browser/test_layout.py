@@ -185,3 +185,33 @@ def test_a_short_name_and_queue_do_not_wrap_letter_by_letter_at_1280px(page, log
     assert lines_of(page, "#result_list td.field-queue") == [1, 1]
     assert overflow(page) == 0
     assert boxes_scrolling(page) == []
+
+
+def covered_heading(page) -> list[str]:
+    """The object tools (buttons and links above the form) drawn over the heading's text."""
+    return page.evaluate(
+        """() => {
+            const range = document.createRange();
+            range.selectNodeContents(document.querySelector('#content h2'));
+            const lines = Array.from(range.getClientRects());
+            return Array.from(document.querySelectorAll('.object-tools li'))
+                .filter(item => item.getClientRects().length)
+                .map(item => [item, item.firstElementChild.getBoundingClientRect()])
+                .filter(([, b]) => lines.some(t => b.left < t.right && t.left < b.right
+                                                  && b.top < t.bottom && t.top < b.bottom))
+                .map(([item]) => item.textContent.trim());
+        }"""
+    )
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1280px", "390px"])
+def test_the_task_pages_buttons_leave_its_heading_readable(page, login, live_server, viewport):
+    # A task's heading is its dotted name, id and status, as wide as the page at 1,280 px: the
+    # buttons floated over its right end (Django lifts them 48 px, onto a short heading).
+    task = TaskFactory(name="demo_project.demo.tasks.build_report", status=Status.CANCELLED)
+    UserFactory(username="ops", password="ops-pass", is_staff=True, is_superuser=True)
+    page.set_viewport_size(viewport)
+    login(page, "ops", "ops-pass", next_url="/admin/")
+    page.goto(live_server.url + f"/admin/jobs/task/{task.pk}/change/")
+    assert covered_heading(page) == []
+    assert overflow(page) == 0
