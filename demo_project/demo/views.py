@@ -1,9 +1,12 @@
 """Pages of the demo product: start work, watch it, fetch what it made."""
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from demo_project.demo import tasks
@@ -96,7 +99,12 @@ def start_primes(request):
 @login_required
 def task_list(request):
     """Return the "my tasks" page: the user's tasks, newest first, each with a live bar."""
-    return render(request, "demo/tasks.html", {"tasks": Task.objects.owned_by(request.user)[:50]})
+    # Under a minute timesince says "0 minutes": "just now" reads better.
+    context = {
+        "tasks": Task.objects.owned_by(request.user)[:50],
+        "a_minute_ago": timezone.now() - timedelta(minutes=1),
+    }
+    return render(request, "demo/tasks.html", context)
 
 
 @login_required

@@ -139,3 +139,79 @@ def test_cancelled_looks_unlike_failed_and_dark_mode_follows_the_system(
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     dark = background not in ("rgba(0, 0, 0, 0)", "rgb(255, 255, 255)")
     assert dark == (scheme == "dark"), background
+
+
+def lines_of(page, selector: str) -> list[int]:
+    """How many lines the text of each element matching the selector takes."""
+    return page.evaluate(
+        """(selector) => Array.from(document.querySelectorAll(selector)).map(cell => {
+            const range = document.createRange();
+            range.selectNodeContents(cell);
+            return new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top))).size;
+        })""",
+        selector,
+    )
+
+
+def test_a_short_name_and_queue_do_not_wrap_letter_by_letter_at_1280px(page, login, live_server):
+    # The demo's own tasks: "build_rep/ort", "defaul/t" was what a laptop showed, the
+    # wrap-anywhere columns squeezed to a few letters each beside a long progress message.
+    owner = MemberFactory(username="alice", password="alice-pass")
+    TaskFactory(
+        name="demo_project.demo.tasks.build_report",
+        queue="default",
+        summary="Contacts report of Acme Ltd",
+        owner=owner,
+        status=Status.SUCCEEDED,
+        progress_current=20,
+        progress_total=20,
+        progress_message="Report ready",
+    )
+    TaskFactory(
+        name="demo_project.demo.tasks.import_contacts",
+        queue="default",
+        summary="Import of contacts.csv",
+        owner=owner,
+        status=Status.SUCCEEDED,
+        progress_current=1001,
+        progress_total=1001,
+        progress_message="Imported 1,000 of 1,001 rows; 1 broken row skipped",
+    )
+    UserFactory(username="ops", password="ops-pass", is_staff=True, is_superuser=True)
+    page.set_viewport_size(LAPTOP)
+    login(page, "ops", "ops-pass", next_url="/admin/")
+    page.goto(live_server.url + "/admin/jobs/task/")
+    assert lines_of(page, "#result_list .field-name_display a") == [1, 1]
+    assert lines_of(page, "#result_list td.field-queue") == [1, 1]
+    assert overflow(page) == 0
+    assert boxes_scrolling(page) == []
+
+
+def covered_heading(page) -> list[str]:
+    """The object tools (buttons and links above the form) drawn over the heading's text."""
+    return page.evaluate(
+        """() => {
+            const range = document.createRange();
+            range.selectNodeContents(document.querySelector('#content h2'));
+            const lines = Array.from(range.getClientRects());
+            return Array.from(document.querySelectorAll('.object-tools li'))
+                .filter(item => item.getClientRects().length)
+                .map(item => [item, item.firstElementChild.getBoundingClientRect()])
+                .filter(([, b]) => lines.some(t => b.left < t.right && t.left < b.right
+                                                  && b.top < t.bottom && t.top < b.bottom))
+                .map(([item]) => item.textContent.trim());
+        }"""
+    )
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1280px", "390px"])
+def test_the_task_pages_buttons_leave_its_heading_readable(page, login, live_server, viewport):
+    # A task's heading is its dotted name, id and status, as wide as the page at 1,280 px: the
+    # buttons floated over its right end (Django lifts them 48 px, onto a short heading).
+    task = TaskFactory(name="demo_project.demo.tasks.build_report", status=Status.CANCELLED)
+    UserFactory(username="ops", password="ops-pass", is_staff=True, is_superuser=True)
+    page.set_viewport_size(viewport)
+    login(page, "ops", "ops-pass", next_url="/admin/")
+    page.goto(live_server.url + f"/admin/jobs/task/{task.pk}/change/")
+    assert covered_heading(page) == []
+    assert overflow(page) == 0

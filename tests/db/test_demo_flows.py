@@ -1,5 +1,7 @@
 """The demo's invitations, report, "my tasks" page and logins."""
 
+from datetime import timedelta
+
 import pytest
 from django.core import mail
 from django.core.management import call_command
@@ -168,6 +170,18 @@ def test_my_tasks_lists_only_my_tasks_each_with_a_live_bar(client, member):
     assert page.count('role="progressbar"') == 1
     assert reverse("jobs:task-status", args=[mine.pk]) in page
     assert "/static/jobs/progress.js" in page
+
+
+def test_my_tasks_says_when_each_was_queued_not_that_a_waiting_one_started(client, member):
+    # It said "started 0 minutes ago" over "Pending · Waiting to start…".
+    now = timezone.now()
+    TaskFactory(owner=member, summary="Fresh", created_at=now - timedelta(seconds=20))
+    TaskFactory(owner=member, summary="Older", created_at=now - timedelta(minutes=3))
+    page = client.get(reverse("task-list")).content.decode()
+    assert "started" not in page
+    assert "0 minutes" not in page
+    assert "queued just now" in page
+    assert "queued 3\xa0minutes ago" in page
 
 
 def test_another_users_task_page_is_404(client, member):
