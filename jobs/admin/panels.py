@@ -13,7 +13,7 @@ from django.utils import dateformat, timezone
 from django.utils.text import Truncator
 
 from jobs import metrics
-from jobs.humanize import seconds_text
+from jobs.humanize import moment_text, seconds_text
 from jobs.metrics import waiting
 from jobs.states import Status
 
@@ -82,7 +82,7 @@ def _worker(worker: metrics.WorkerStatus) -> list[dict]:
         cell(worker.running_tasks, num=True),
         cell(worker.running, num=True),
         cell(f"{seconds_text(worker.heartbeat_age)} ago"),
-        cell(_moment(worker.started_at, "Y-m-d H:i:s")),
+        cell(moment_text(worker.started_at)),
     ]
 
 
