@@ -320,6 +320,8 @@ def test_pruning_in_the_middle_of_a_rollup_deletes_none_of_its_tasks(settings, n
 
 
 def test_once_caught_up_the_next_try_waits(now):
+    # Mid-hour: ten minutes back stays in this hour, so no hour bucket settles in between.
+    now = now.replace(minute=30)
     finished(Status.SUCCEEDED, now - timedelta(minutes=10))
     assert rollups.run("w", now=now) == 1
     assert rollups.run("w", now=now + timedelta(seconds=5)) == 0  # nothing left: it rests

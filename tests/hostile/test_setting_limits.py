@@ -114,6 +114,7 @@ ACCEPTED = {
     "MAX_TASKS_PER_CHILD": {"none"},
     "MAX_MEMORY_PER_CHILD": {"none"},
     "METRICS_TOKEN": {"none"},
+    "LISTEN_DATABASE": {"none"},  # the task table's own connection
     "AUTO_PRUNE": {"true"},
     "DEFAULT_QUEUE": {"text"},
 }
