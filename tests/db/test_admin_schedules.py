@@ -146,7 +146,12 @@ def test_an_admin_schedule_with_a_queue_priority_and_an_interval():
         ({"args": '["\\ud800"]'}, "surrogate"),
         ({"kwargs": '{"n": 1e400}'}, "is inf"),
         ({"args": "[" * 100_000 + "]" * 100_000}, "Not valid JSON: nested too deep"),
-        ({"args": "[" * 5_000 + "]" * 5_000}, "Not valid JSON: nested too deep"),
+        # Python 3.11's parser stops at this depth, 3.13's reads it and the payload check refuses
+        # it: refused either way, in words that say why.
+        (
+            {"args": "[" * 5_000 + "]" * 5_000},
+            ("Not valid JSON: nested too deep", "is nested more than 100 lists and dicts deep"),
+        ),
         ({"args": "[" * 200 + "]" * 200}, "nested more than 100"),
         ({"args": json.dumps(["x" * 600_000])}, "over the limit"),
         ({"name": "n\x00ame"}, "Null characters are not allowed"),
@@ -156,7 +161,8 @@ def test_an_admin_schedule_with_a_queue_priority_and_an_interval():
 def test_bad_values_are_refused_on_the_form_and_nothing_is_written(values, message):
     client = logged_in("add_schedule")
     errors = errors_of(client.post(ADD, form(**values)))
-    assert message in errors, errors
+    expected = message if isinstance(message, tuple) else (message,)
+    assert any(text in errors for text in expected), errors
     assert not Schedule.objects.exists()
 
 
