@@ -33,9 +33,21 @@ def test_tasks_survive_workers_killed_again_and_again(start_worker):
     def done():
         return Task.objects.filter(status=Status.SUCCEEDED).count() == TASKS
 
+    def running_on(worker):
+        # Its id is "host:pid:…": a kill counts only once the victim holds running tasks (on a
+        # loaded machine a worker can take longer than a second to claim its first).
+        return Task.objects.filter(
+            status=Status.RUNNING, worker_id__contains=f":{worker.process.pid}:"
+        ).exists()
+
     while not done() and time.monotonic() < deadline and kills < 8:
         time.sleep(1.0)
         victim = rng.randrange(len(workers))
+        wait_for(
+            lambda: done() or running_on(workers[victim]), timeout=60, message="a running task"
+        )
+        if done():
+            break
         workers[victim].signal(signal.SIGKILL)
         workers[victim].wait()
         kills += 1
