@@ -151,6 +151,9 @@ def register(name, task, *, cron="", every=None, args=(), kwargs=None, **options
         kwargs=dict(kwargs or {}),
         **options,
     )
+    problem = unstorable(periodic)
+    if problem is not None:  # refused when declared, as the other values are
+        raise ImproperlyConfigured(f"Schedule {name!r}: {problem}")
     _declared[name] = periodic
     return periodic
 

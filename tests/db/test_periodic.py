@@ -174,6 +174,21 @@ def test_check_reports_a_name_or_arguments_no_row_could_store(settings, name, sp
     assert message in error.msg, error.msg
 
 
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("n" * 201, {}, "over the limit of 200"),
+        ("bad-args", {"args": ["\ud800"]}, "surrogate"),
+    ],
+)
+def test_code_refuses_a_name_or_arguments_no_row_could_store(name, options, message):
+    with pytest.raises(ImproperlyConfigured, match=message):
+        periodic.register(name, tasks.add, every=60, **options)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        periodic.periodic(every=60, name=name, **options)(tasks.add)
+    assert periodic._declared == {}
+
+
 @pytest.mark.parametrize("name", ["n" * 201, "nul\x00name"])
 def test_a_name_no_row_could_hold_is_logged_and_other_schedules_still_run(settings, caplog, name):
     # On PostgreSQL its row's INSERT failed the round (value too long), every schedule with it.
