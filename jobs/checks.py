@@ -17,7 +17,7 @@ from django.db import connections
 
 from jobs import limits, sql
 from jobs.conf import DEFAULTS, jobs_settings
-from jobs.maintenance.periodic import from_settings
+from jobs.maintenance.periodic import from_settings, unstorable
 from jobs.maintenance.pruning import retention
 from jobs.maintenance.schedulable import check_declared
 from jobs.sql.sqlite import has_json as sqlite_has_json
@@ -355,6 +355,9 @@ def check_schedules(app_configs, **kwargs):
         return [checks.Error(f"JOBS_SCHEDULES is not valid: {exc!r}", id="jobs.E201")]
     errors = []
     for name, spec in schedules.items():
+        problem = unstorable(spec)
+        if problem is not None:  # a worker would refuse it at every round
+            errors.append(checks.Error(f"JOBS_SCHEDULES[{name!r}]: {problem}", id="jobs.E201"))
         try:  # a Django task: a jobs backend must store it (the slot's uniqueness is jobs')
             check_declared(spec.task, queue=spec.queue, priority=spec.priority)
         except ImproperlyConfigured as exc:

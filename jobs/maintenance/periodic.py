@@ -32,10 +32,13 @@ from jobs.exceptions import PayloadError, UnknownTaskError
 from jobs.maintenance import schedulable
 from jobs.models import Schedule
 from jobs.tasks.enqueueing import check_fields, enqueue
+from jobs.tasks.payload import check_name, encode_payload
 
 logger = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A schedule's name is its row's primary key, and is in every slot's idempotency key (255).
+NAME_MAX_LENGTH: int = Schedule._meta.get_field("name").max_length or 200
 
 _declared: dict[str, "PeriodicTask"] = {}
 
@@ -107,6 +110,22 @@ class PeriodicTask:
         return f"periodic:{self.name}:{slot.astimezone(UTC).isoformat()}"
 
 
+def unstorable(spec: "PeriodicTask", *, arguments: bool = True) -> PayloadError | None:
+    """Why no row could store ``spec``'s name (or its arguments): None when it can.
+
+    A name its row's column cannot hold (NUL, over 200 characters) would fail the whole round
+    on PostgreSQL, every schedule with it, so a round skips such a schedule alone; arguments
+    are refused at each slot's enqueue. ``manage.py check`` reports both (``jobs.E201``).
+    """
+    try:
+        check_name(spec.name, "schedule name", NAME_MAX_LENGTH)
+        if arguments:
+            encode_payload(spec.args, spec.kwargs)
+    except PayloadError as exc:
+        return exc
+    return None
+
+
 def register(name, task, *, cron="", every=None, args=(), kwargs=None, **options) -> PeriodicTask:
     """Declare a schedule in code; ``task`` is a ``@jobs.task``, a Django ``@task`` or a name.
 
@@ -132,6 +151,9 @@ def register(name, task, *, cron="", every=None, args=(), kwargs=None, **options
         kwargs=dict(kwargs or {}),
         **options,
     )
+    problem = unstorable(periodic)
+    if problem is not None:  # refused when declared, as the other values are
+        raise ImproperlyConfigured(f"Schedule {name!r}: {problem}")
     _declared[name] = periodic
     return periodic
 
@@ -215,6 +237,10 @@ def run_due(*, now=None) -> list:
     now = now or timezone.now()
     results: list[SlotResult] = []
     for spec in declared().values():
+        problem = unstorable(spec, arguments=False)
+        if problem is not None:
+            logger.error("schedule refused schedule=%r error=%s", spec.name, problem)
+            continue
         row = _sync(spec, now)
         if row is not None and row.enabled:
             _enqueue_if_due(spec, row, now, results)

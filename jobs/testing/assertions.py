@@ -3,6 +3,7 @@
 import json
 
 from jobs.models import Task
+from jobs.states import Status
 from jobs.tasks.django_api import DjangoTask
 from jobs.tasks.payload import encode_payload
 
@@ -41,6 +42,11 @@ def enqueued(
         rows = rows.filter(owner=None) if owner is None else rows.filter(owner=_pk(owner))
     if status is not None:
         statuses = [status] if isinstance(status, str) else list(status)
+        unknown = [one for one in statuses if one not in Status.values]
+        if unknown:  # a typo would match nothing, and assert_not_enqueued would always pass
+            raise ValueError(
+                f"status {unknown[0]!r} is not a task status: one of {', '.join(Status.values)}."
+            )
         rows = rows.filter(status__in=statuses)
     expected = _stored(args, kwargs)
     return [row for row in rows if _matches(row, expected)]
@@ -52,6 +58,9 @@ def assert_enqueued(task=None, *, count: int | None = None, **criteria) -> list[
     With ``count``, exactly that many; without, at least one. A failure lists what was
     enqueued, so the difference shows.
     """
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        # "1" would never equal a length, and -1 would read "Expected -1 tasks": a test's typo.
+        raise ValueError(f"count must be a whole number from 0, or None, not {count!r}.")
     found = enqueued(task, **criteria)
     if (len(found) != count) if count is not None else not found:
         wanted = "no" if count == 0 else (f"{count}" if count is not None else "at least one")

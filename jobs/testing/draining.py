@@ -106,6 +106,11 @@ def drain(
     """
     if isinstance(queues, str):
         queues = [queues]
+    if queues is not None:
+        given = queues
+        queues = list(queues) if isinstance(queues, Iterable) else None
+        if queues is None or not all(isinstance(one, str) for one in queues):
+            raise TypeError(f"queues must be a queue name, a list of them, or None, not {given!r}.")
     queues = sorted(set(queues)) if queues is not None else None
     if queues == [] or (queues and "" in queues):
         # No task has an empty queue name (enqueue refuses it): this would run nothing, silently.
@@ -115,6 +120,9 @@ def drain(
         )
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise ValueError(f"max_rounds must be a whole number of at least 1, not {max_rounds!r}.")
+    if now is not None and (not isinstance(now, datetime) or timezone.is_naive(now)):
+        # A naive time would be read in the default time zone, with a warning, not refused.
+        raise ValueError(f"now must be an aware datetime (timezone.now()), or None, not {now!r}.")
     drained = Drained()
     ran: dict = {}  # id -> None, in the order first run
     successes: list[Success] = []

@@ -156,6 +156,53 @@ def test_arguments_that_are_not_json_are_logged_and_skipped(settings, caplog):
     assert "schedule arguments refused schedule=bad-args" in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("name", "spec", "message"),
+    [
+        ("n" * 201, {}, "201 characters long, over the limit of 200"),
+        ("nul\x00name", {}, "NUL character"),
+        ("bad-args", {"args": ["\x00"]}, "args[0] holds a NUL character"),
+        ("bad-kwargs", {"kwargs": {"n": float("nan")}}, "kwargs['n'] is nan"),
+        ("not-json", {"args": [object()]}, "which is not JSON"),
+    ],
+)
+def test_check_reports_a_name_or_arguments_no_row_could_store(settings, name, spec, message):
+    # The check runs before any worker: without it, a worker finds out at every round.
+    settings.JOBS_SCHEDULES = {name: {"task": "tests.testapp.tasks.add", "every": 60, **spec}}
+    (error,) = checks.check_schedules(None)
+    assert error.id == "jobs.E201"
+    assert message in error.msg, error.msg
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("n" * 201, {}, "over the limit of 200"),
+        ("bad-args", {"args": ["\ud800"]}, "surrogate"),
+    ],
+)
+def test_code_refuses_a_name_or_arguments_no_row_could_store(name, options, message):
+    with pytest.raises(ImproperlyConfigured, match=message):
+        periodic.register(name, tasks.add, every=60, **options)
+    with pytest.raises(ImproperlyConfigured, match=message):
+        periodic.periodic(every=60, name=name, **options)(tasks.add)
+    assert periodic._declared == {}
+
+
+@pytest.mark.parametrize("name", ["n" * 201, "nul\x00name"])
+def test_a_name_no_row_could_hold_is_logged_and_other_schedules_still_run(settings, caplog, name):
+    # On PostgreSQL its row's INSERT failed the round (value too long), every schedule with it.
+    settings.JOBS_SCHEDULES = {
+        name: {"task": "tests.testapp.tasks.add", "every": 60, "args": [2, 2]},
+        "sum": {"task": "tests.testapp.tasks.add", "every": 60, "args": [1, 1]},
+    }
+    periodic.run_due(now=T0)
+    done = periodic.run_due(now=T0 + MINUTE)
+    assert [r.schedule for r in done] == ["sum"]
+    assert list(Schedule.objects.values_list("name", flat=True)) == ["sum"]
+    assert f"schedule refused schedule={name!r}" in caplog.text
+
+
 def test_maintenance_round_enqueues_due_schedules(every_five):
     maintenance.run(now=T0)
     assert maintenance.run(now=T0 + 3 * MINUTE)["scheduled"] == 1

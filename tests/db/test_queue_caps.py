@@ -114,8 +114,9 @@ def test_a_worker_refuses_caps_it_cannot_keep():
     ],
 )
 def test_runworker_refuses_a_cap_above_its_concurrency(args, message):
-    with pytest.raises(CommandError, match=message):
+    with pytest.raises(CommandError, match=message) as refused:
         call_command("runworker", *args)
+    assert refused.value.returncode == 2  # a usage error, as the other bad values of --queues
 
 
 def test_runworker_refuses_a_cap_above_the_default_concurrency(settings):

@@ -145,6 +145,25 @@ def test_max_rounds_must_be_a_whole_number_of_at_least_one(bad):
         drain(max_rounds=bad)
 
 
+@pytest.mark.parametrize("bad", ["2026-01-01", 1767225600, timezone.now().replace(tzinfo=None)])
+def test_now_must_be_an_aware_datetime(bad):
+    tasks.add.enqueue(1, 2)
+    with pytest.raises(ValueError, match="now must be an aware datetime"):
+        drain(now=bad)
+    assert Task.objects.get().status == Status.PENDING  # nothing ran
+
+
+@pytest.mark.parametrize("bad", [5, [b"default"], ["default", None]])
+def test_queues_must_be_names(bad):
+    with pytest.raises(TypeError, match="queues must be a queue name"):
+        drain(queues=bad)
+
+
+def test_queues_may_be_any_iterable_of_names():
+    tasks.add.enqueue(1, 2)
+    assert drain(queues=(name for name in ["default"])).succeeded == 1
+
+
 def test_a_task_raising_system_exit_fails_and_the_test_carries_on():
     task = hostile_tasks.raises_system_exit.enqueue(3).record
     other = tasks.add.enqueue(2, 2).record
@@ -333,6 +352,22 @@ def test_assertions_refuse_what_is_not_a_task_or_bad_arguments():
         enqueued(42)
     with pytest.raises(ValueError, match="args"):
         enqueued(tasks.add, args="12")
+
+
+@pytest.mark.parametrize("bad", ["1", -1, 1.0, True])
+def test_a_count_must_be_a_whole_number_from_zero(bad):
+    tasks.add.enqueue(1, 2)
+    # "1" read "Expected 1 tasks ..., found 1." and failed; -1 could never pass.
+    with pytest.raises(ValueError, match="count must be a whole number from 0"):
+        assert_enqueued(tasks.add, count=bad)
+
+
+def test_an_unknown_status_is_refused_rather_than_matching_nothing():
+    tasks.add.enqueue(1, 2)
+    with pytest.raises(ValueError, match="'done' is not a task status: one of pending, "):
+        assert_not_enqueued(tasks.add, status="done")  # would pass whatever was enqueued
+    with pytest.raises(ValueError, match="is not a task status"):
+        enqueued(tasks.add, status=[Status.PENDING, "succeded"])
 
 
 # the pytest fixtures ----------------------------------------------------------------------------

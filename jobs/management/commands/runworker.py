@@ -87,7 +87,8 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"--queues: the cap of the queue {name!r} is {cap}, above the worker's "
                     f"concurrency ({most}, the most tasks it runs at once): lower the cap or "
-                    "raise --concurrency."
+                    "raise --concurrency.",
+                    returncode=2,  # a usage error, as every other refused value (exit 2)
                 )
         worker = Worker(
             queues=[name for name, _ in queues] if queues else None,
