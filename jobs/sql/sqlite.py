@@ -86,8 +86,9 @@ def claim_sql(connection, queue_count: int) -> str:
     # computed once: inlined, its count ran again for every row read. The UPDATE finds its rows
     # by primary key: ``+status`` keeps the guard off the status index, through which SQLite
     # otherwise read every waiting row.
+    keys = common.claim_keys(connection, queue_count, lateral=False, indexed_by=_KEYED)
     return f"""
-        WITH RECURSIVE {common.claim_keys(connection, queue_count, lateral=False, indexed_by=_KEYED)},
+        WITH RECURSIVE {keys},
         rooms AS MATERIALIZED (
             SELECT claim_key, first_id, claim_limit - (
                 SELECT count(*) FROM {table}
