@@ -53,7 +53,7 @@ def due_condition(connection, queue_count: int) -> str:
 CLAIM_ORDER = "priority DESC, run_after, created_at, id"
 
 
-def claim_keys(connection, queue_count: int, *, lateral: bool) -> str:
+def claim_keys(connection, queue_count: int, *, lateral: bool, indexed_by: str = "") -> str:
     """CTEs ending in ``hopeful``: the concurrency keys a claim tries, each with the limit of
     its next due row. Parameters: now, now, *queues, limit.
 
@@ -64,14 +64,20 @@ def claim_keys(connection, queue_count: int, *, lateral: bool) -> str:
     keys that seemed to have room in this statement's snapshot, their next rows best first, as
     many as the claim can take (``limit``): a key at its limit is passed over, so it never holds
     back the others, and no more keys are locked and counted than can be used.
+    ``hopeful`` also carries the id of each key's next row (``first_id``).
+
+    ``indexed_by`` follows each read of the waiting keyed rows (SQLite: without statistics, its
+    planner read every waiting row through the status index at each step of the loose scan,
+    100 keys times 10,000 rows: 2 to 4 s a claim).
     """
     table = task_table(connection)
+    keyed = f"{table} {indexed_by}"
     waiting = f"status IN ({quoted_statuses(states.CLAIM.sources)})"
     due = due_condition(connection, queue_count)
 
     def next_due(columns: str) -> str:
         return f"""
-            SELECT {columns} FROM {table}
+            SELECT {columns} FROM {keyed}
             WHERE concurrency_key = keys.claim_key AND {due}
             ORDER BY {CLAIM_ORDER} LIMIT 1
         """
@@ -91,17 +97,18 @@ def claim_keys(connection, queue_count: int, *, lateral: bool) -> str:
         )"""
     return f"""
         keys(claim_key) AS (
-            SELECT min(concurrency_key) FROM {table}
+            SELECT min(concurrency_key) FROM {keyed}
             WHERE concurrency_key IS NOT NULL AND {waiting}
             UNION ALL
             SELECT (
-                SELECT min(concurrency_key) FROM {table}
+                SELECT min(concurrency_key) FROM {keyed}
                 WHERE concurrency_key > keys.claim_key AND {waiting}
             ) FROM keys WHERE keys.claim_key IS NOT NULL
         ),
         {firsts},
         hopeful AS (
-            SELECT first.claim_key, first.concurrency_limit AS claim_limit FROM firsts AS first
+            SELECT first.claim_key, first.concurrency_limit AS claim_limit, first.id AS first_id
+            FROM firsts AS first
             WHERE first.concurrency_limit > (
                 SELECT count(*) FROM {table}
                 WHERE concurrency_key = first.claim_key AND status = '{states.Status.RUNNING}'
@@ -156,9 +163,16 @@ def claim_pick(connection, queue_count: int) -> str:
     condition is checked again here (on PostgreSQL, on the row as locked), so that a row another
     claim took meanwhile is passed over.
     """
+    # The rows are found from the candidates, by primary key (``CROSS JOIN`` keeps that order of
+    # the loops): as ``id IN (SELECT id FROM candidates)``, SQLite read every waiting row of the
+    # queue through its status index and looked each up in the candidates (75 to 120 ms for a
+    # claim of 700 beside 10,000 waiting).
     return f"""
-        SELECT id FROM {task_table(connection)}
-        WHERE {due_condition(connection, queue_count)} AND id IN (SELECT id FROM candidates)
+        SELECT id FROM (
+            SELECT task.* FROM candidates CROSS JOIN {task_table(connection)} AS task
+                ON task.id = candidates.id
+        )
+        WHERE {due_condition(connection, queue_count)}
         ORDER BY {CLAIM_ORDER}
         LIMIT %s
     """

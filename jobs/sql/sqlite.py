@@ -37,6 +37,11 @@ _ROW_JSON = "json_object({})".format(
 )
 
 
+# The waiting keyed rows' index, named: SQLite, without statistics, reads them through the status
+# index otherwise (``common.claim_keys``).
+_KEYED = "INDEXED BY jobs_task_key_claimable_idx"
+
+
 def _window(period: str) -> str:
     """The start of the window of ``period`` seconds at the parameter (now), epoch seconds."""
     return f"(CAST(strftime('%%s', %s) AS INTEGER) / {period}) * {period}"
@@ -71,30 +76,46 @@ def claim_sql(connection, queue_count: int) -> str:
     """
     sources = common.quoted_statuses(states.CLAIM.sources)
     table = common.task_table(connection)
+    due = common.due_condition(connection, queue_count)
     # One writer at a time: the running tasks of a key are counted with nothing changing them.
+    # ``walk`` takes each key's due rows in claim order, from the key's next row (``first_id``)
+    # to as many as its room, one index probe each (the row after the previous one in claim
+    # order: ``priority`` descends, the rest ascend). A window function numbering each key's
+    # due rows instead read every waiting row of every key with room, at each claim (10,000
+    # rows over 100 keys: most of the keyed claim's 4.5 ms of CPU per task). ``rooms`` is
+    # computed once: inlined, its count ran again for every row read. The UPDATE finds its rows
+    # by primary key: ``+status`` keeps the guard off the status index, through which SQLite
+    # otherwise read every waiting row.
+    keys = common.claim_keys(connection, queue_count, lateral=False, indexed_by=_KEYED)
     return f"""
-        WITH RECURSIVE {common.claim_keys(connection, queue_count, lateral=False)},
-        rooms AS (
-            SELECT claim_key, claim_limit - (
+        WITH RECURSIVE {keys},
+        rooms AS MATERIALIZED (
+            SELECT claim_key, first_id, claim_limit - (
                 SELECT count(*) FROM {table}
                 WHERE concurrency_key = hopeful.claim_key AND status = '{states.Status.RUNNING}'
             ) AS room
             FROM hopeful
         ),
-        allowed AS (
-            SELECT id FROM (
-                SELECT keyed.id, rooms.room, row_number() OVER (
-                    PARTITION BY rooms.claim_key ORDER BY {common.CLAIM_ORDER}
-                ) AS place
-                FROM rooms JOIN {table} AS keyed ON keyed.concurrency_key = rooms.claim_key
-                WHERE rooms.room > 0 AND {common.due_condition(connection, queue_count)}
-            ) WHERE place <= room
+        walk(claim_key, id, place, room) AS (
+            SELECT claim_key, first_id, 1, room FROM rooms WHERE room > 0
+            UNION ALL
+            SELECT walk.claim_key, (
+                SELECT later.id FROM {table} AS later {_KEYED}
+                WHERE later.concurrency_key = walk.claim_key AND {due}
+                    AND (later.priority < prev.priority OR (later.priority = prev.priority
+                        AND (later.run_after, later.created_at, later.id)
+                            > (prev.run_after, prev.created_at, prev.id)))
+                ORDER BY {common.CLAIM_ORDER} LIMIT 1
+            ), walk.place + 1, walk.room
+            FROM walk JOIN {table} AS prev ON prev.id = walk.id
+            WHERE walk.place < walk.room
         ),
+        allowed AS (SELECT id FROM walk WHERE id IS NOT NULL),
         {_rate_ctes(connection, queue_count)},
         candidates AS ({common.claim_candidates(connection, queue_count)}),
         picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}
-        WHERE id IN (SELECT id FROM picked) AND status IN ({sources})
+        WHERE id IN (SELECT id FROM picked) AND +status IN ({sources})
         RETURNING id, attempts, name, backend, priority, run_after, created_at, {_ROW_JSON}
     """
 

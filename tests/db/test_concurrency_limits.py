@@ -53,6 +53,23 @@ def test_a_finished_task_makes_room_for_the_next_of_its_key_in_claim_order():
     assert second.pk == low.pk
 
 
+def test_a_key_with_room_for_several_takes_its_best_due_rows_in_claim_order():
+    # The claim walks a key's due rows from its next one (SQLite: one probe per row, the row
+    # after the previous in claim order), past rows not due or expired.
+    now = timezone.now()
+    earlier, later = now - timezone.timedelta(minutes=5), now + timezone.timedelta(hours=1)
+    keyed("k", 4, 1, running=True)  # room for 3: one runs
+    same = {"concurrency_key": "k", "concurrency_limit": 4}
+    best = TaskFactory(priority=9, run_after=now, **same)
+    TaskFactory(priority=8, run_after=later, **same)  # not due
+    TaskFactory(priority=8, run_after=earlier, expires_at=earlier, **same)  # expired
+    ties = [TaskFactory(priority=2, run_after=earlier, **same) for _ in range(3)]
+    TaskFactory(priority=0, run_after=earlier, **same)
+    order = sorted(ties, key=lambda task: (task.created_at, task.pk.hex))
+    claimed = claim("w", 10, lease_seconds=30, now=now)
+    assert [task.pk for task in claimed] == [best.pk, order[0].pk, order[1].pk]
+
+
 def test_the_tasks_of_other_keys_and_without_one_are_not_held_behind_a_full_key():
     keyed("busy", 1, 1, running=True)  # the key is full
     keyed("busy", 1, 50)
