@@ -8,6 +8,7 @@ with a receiver, each success is recorded by its child, one statement per task.
 import asyncio
 import time
 
+from benchmarks.peers.stamps import write_stamp
 from jobs import task
 from jobs.signals import task_finished
 
@@ -46,3 +47,10 @@ async def async_sleep100(n=0):
 @django_task(queue_name="bench")
 async def django_async_sleep100(n=0):
     await asyncio.sleep(0.1)
+
+
+# Pickup latency as benchmarks/peers.py measures it: the body's first line takes the time.
+@task(queue="bench", max_attempts=1)
+def stamp(n=0):
+    at = time.time()
+    write_stamp(n, at)
