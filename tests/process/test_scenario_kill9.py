@@ -42,16 +42,14 @@ def test_tasks_survive_workers_killed_again_and_again(start_worker):
 
     while not done() and time.monotonic() < deadline and kills < 8:
         time.sleep(1.0)
-        victim = rng.randrange(len(workers))
-        wait_for(
-            lambda: done() or running_on(workers[victim]), timeout=60, message="a running task"
-        )
+        victim = workers[rng.randrange(len(workers))]
+        wait_for(lambda v=victim: done() or running_on(v), timeout=60, message="a running task")
         if done():
             break
-        workers[victim].signal(signal.SIGKILL)
-        workers[victim].wait()
+        victim.signal(signal.SIGKILL)
+        victim.wait()
         kills += 1
-        workers[victim] = start_worker("--concurrency", "2", env=CHAOS)
+        workers[workers.index(victim)] = start_worker("--concurrency", "2", env=CHAOS)
 
     wait_for(done, timeout=120, interval=0.2, message=f"all {TASKS} tasks to succeed")
     assert kills >= 3  # the chaos really happened while tasks were running
