@@ -13,7 +13,6 @@ enqueue call. Called by ``benchmarks/peers.py``, which says what each kind's wor
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from benchmarks.peers.stamps import STAMP_FILE, read_stamps
+from benchmarks.workers import stop_workers
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 VAR = ROOT / "var" / "peers"
@@ -40,18 +40,6 @@ def start(command: list[str], name: str, env=None) -> subprocess.Popen:
     return subprocess.Popen(
         command, cwd=ROOT, stdout=log, stderr=log, env={**os.environ, **(env or {})}
     )
-
-
-def stop(processes, timeout=60):
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def wait_all(processes, timeout=900):
@@ -157,7 +145,7 @@ def plain_pickup(args, stamp_file):
         warm_up(enqueue, stamp_file)
         return pickup_loop(enqueue, args.tasks, stamp_file)
     finally:
-        stop(processes)
+        stop_workers(processes)
 
 
 # django-tasks-db -------------------------------------------------------------------------------
@@ -258,7 +246,7 @@ def celery_drain(args):
     try:
         wait_for(lambda: client.exists(keys[-1]) and all(client.mget(keys)), 900, "Celery", 0.2)
     finally:
-        stop(processes)
+        stop_workers(processes)
     metas = [app.backend.decode(value) for value in client.mget(keys)]
     done = sum(meta["status"] == "SUCCESS" for meta in metas)
     last = max(datetime.fromisoformat(meta["date_done"]) for meta in metas).timestamp()
@@ -276,7 +264,7 @@ def celery_pickup(args, stamp_file):
         warm_up(enqueue, stamp_file)
         return pickup_loop(enqueue, args.tasks, stamp_file)
     finally:
-        stop(processes)
+        stop_workers(processes)
 
 
 # Helpers ---------------------------------------------------------------------------------------
