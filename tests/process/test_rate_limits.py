@@ -51,11 +51,15 @@ def test_several_workers_start_no_more_than_the_limit_per_window_and_keep_up_wit
     _, windows = starts_by_window("partner:1")
     assert max(windows.values()) <= LIMIT, windows
     # Every window but the first (entered part way) and the last (what was left) is within
-    # 10 % of the limit: the workers keep up with it, though they poll only every 5 s.
+    # 10 % of the limit: the workers keep up with it, though they poll only every 5 s. A task the
+    # killed worker had started counted in its window, but its rerun moved ``started_at`` to a
+    # later one: each such task may leave one start missing from the window it was first in.
     seconds = sorted(windows)
     full = [windows[second] for second in seconds[1:-1]]
     assert full, windows
-    assert min(full) >= 0.9 * LIMIT, windows
+    rerun = Task.objects.filter(rate_key="partner:1", attempts__gt=1).count()
+    shortfall = sum(max(0, math.ceil(0.9 * LIMIT) - count) for count in full)
+    assert shortfall <= rerun, (windows, rerun)
     # No window was skipped: held tasks started in each second until none were left.
     assert seconds == list(range(seconds[0], seconds[-1] + 1)), windows
 
