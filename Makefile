@@ -7,6 +7,10 @@ PY := $(VENV)/bin/python
 PG_URL ?= postgres://root@127.0.0.1:5432/jobs
 SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
 PYTEST_ARGS ?=
+# Extra arguments of the PostgreSQL stage alone. `make test` sets them to leave out the browser
+# tests there: they run once per Python line, on SQLite (the pages do not depend on the database,
+# and they take minutes a stage). `make test-postgres` alone runs everything.
+PG_PYTEST_ARGS ?=
 
 .PHONY: install screenshots demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium pgbouncer test-newest-python test-package clean
 
@@ -36,6 +40,7 @@ screenshots: install chromium
 # on SQLite and on PostgreSQL, and again with Django 6 on a newer Python when the machine has
 # one; then, once, the package.
 test: lint typecheck migrations-check docs test-sqlite test-postgres test-newest-python test-package
+test: PG_PYTEST_ARGS = -m "not browser"
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -59,7 +64,7 @@ test-sqlite: install chromium
 
 test-postgres: install postgres chromium pgbouncer
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on PostgreSQL"
-	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PG_PYTEST_ARGS) $(PYTEST_ARGS)
 
 postgres:
 	PG_URL=$(PG_URL) .ci/ensure-postgres
@@ -73,7 +78,8 @@ pgbouncer:
 test-newest-python:
 	@newer=$$(.ci/find-newer-python); \
 	if [ -n "$$newer" ]; then \
-		$(MAKE) --no-print-directory test-sqlite test-postgres PYTHON=$$newer VENV=.venv-newest; \
+		$(MAKE) --no-print-directory test-sqlite test-postgres PYTHON=$$newer VENV=.venv-newest \
+			PG_PYTEST_ARGS='$(PG_PYTEST_ARGS)'; \
 	else \
 		echo "== no Python >= 3.12 on this machine: the Django 6 run is left out"; \
 	fi
