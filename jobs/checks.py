@@ -353,13 +353,16 @@ def check_schedules(app_configs, **kwargs):
         return [checks.Error(str(exc), id="jobs.E201")]
     except Exception as exc:  # a value of a kind no rule foresaw: reported, never a crash
         return [checks.Error(f"JOBS_SCHEDULES is not valid: {exc!r}", id="jobs.E201")]
-    errors = []
+    errors: list[checks.CheckMessage] = []
     for name, spec in schedules.items():
         problem = unstorable(spec)
         if problem is not None:  # a worker would refuse it at every round
             errors.append(checks.Error(f"JOBS_SCHEDULES[{name!r}]: {problem}", id="jobs.E201"))
         try:  # a Django task: a jobs backend must store it (the slot's uniqueness is jobs')
-            check_declared(spec.task, queue=spec.queue, priority=spec.priority)
+            unknown = check_declared(spec.task, queue=spec.queue, priority=spec.priority)
+            if unknown is not None:
+                message = f"JOBS_SCHEDULES[{name!r}]: {unknown}"
+                errors.append(checks.Warning(message, id="jobs.W203"))
         except ImproperlyConfigured as exc:
             errors.append(checks.Error(f"JOBS_SCHEDULES[{name!r}]: {exc}", id="jobs.E202"))
         except Exception as exc:  # its module raised on import: reported, never a crash

@@ -24,7 +24,8 @@ from jobs.models import Task
 
 def timeout_error(timeout: float) -> TaskTimeout:
     """What a task stopped for its timeout records (here or by the supervisor's kill)."""
-    return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} seconds.")
+    unit = "second" if timeout == 1 else "seconds"
+    return TaskTimeout(f"The task ran longer than its timeout of {timeout:g} {unit}.")
 
 
 class Cancellation:

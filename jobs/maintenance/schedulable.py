@@ -88,17 +88,29 @@ def bound(task: JobsTask, *, queue: str | None, priority: int | None) -> JobsTas
         ) from None
 
 
-def check_declared(name: str, *, queue: str | None, priority: int | None) -> None:
-    """Raise ImproperlyConfigured if ``name`` is a task a schedule cannot run.
+def check_declared(name: str, *, queue: str | None, priority: int | None) -> str | None:
+    """Raise ImproperlyConfigured if ``name`` is a task a schedule cannot run; return what to
+    warn of when it names no task at all (the worker would skip the schedule at every slot).
 
-    For the system check of ``JOBS_SCHEDULES``: a name that imports as nothing is left for the
-    worker to report.
+    For the system check of ``JOBS_SCHEDULES``: a name that imports as nothing is a warning, not
+    an error, since the module may arrive with a later deploy and an error would stop
+    ``migrate``.
     """
     try:
         found = import_string(name)
-    except ImportError:
-        return
-    if isinstance(found, DjangoTask):
-        jobs_backend(found)
-        if isinstance(found, JobsTask):
-            bound(found, queue=queue, priority=priority)
+    except ImportError as exc:
+        try:
+            get_task(name)  # registered under a name that does not import: fine
+        except UnknownTaskError:
+            return f"the task {name!r} imports as nothing ({exc}); the worker will skip it."
+        return None
+    if not isinstance(found, DjangoTask):
+        kind = type(found).__name__
+        return (
+            f"{name!r} is a {kind}, not a task (@jobs.task or Django's @task); the worker will "
+            "skip it."
+        )
+    jobs_backend(found)
+    if isinstance(found, JobsTask):
+        bound(found, queue=queue, priority=priority)
+    return None

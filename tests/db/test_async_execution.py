@@ -130,3 +130,17 @@ def test_system_exit_from_an_async_task_ends_it_not_the_loop():
     assert exited.status == Status.FAILED
     assert outcomes[0].unsettled == "the task raised builtins.SystemExit"
     assert sibling.status == Status.SUCCEEDED
+
+
+@pytest.mark.parametrize(
+    ("timeout", "text"),
+    [
+        (1, "1 second"),
+        (1.0, "1 second"),
+        (0.5, "0.5 seconds"),
+        (2, "2 seconds"),
+        (600, "600 seconds"),
+    ],
+)
+def test_the_timeout_message_counts_its_seconds_in_words(timeout, text):
+    assert str(aio.timeout_error(timeout)) == f"The task ran longer than its timeout of {text}."

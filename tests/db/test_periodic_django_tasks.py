@@ -4,6 +4,7 @@ when no jobs backend stores them."""
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.checks import WARNING
 from django.core.exceptions import ImproperlyConfigured
 
 from jobs import checks
@@ -131,7 +132,6 @@ def test_a_django_task_of_another_backend_in_settings_fails_the_system_check(set
     settings.JOBS_SCHEDULES = {
         "m": {"task": "tests.testapp.django_tasks.multiply", "every": 60},
         "add": {"task": "tests.testapp.tasks.add", "every": 60},  # jobs' own: fine
-        "ghost": {"task": "nowhere.to_be.found", "every": 60},  # left to the worker's log
     }
     (error,) = checks.check_schedules(None)
     assert error.id == "jobs.E202"
@@ -195,3 +195,23 @@ def test_the_admin_says_what_each_schedule_runs(client, settings):
     assert "not found: removed or renamed?" in page
     detail = client.get("/admin/jobs/schedule/django/change/").content.decode()
     assert str(Schedule.objects.get(pk="django").last_task_id) in detail
+
+
+def test_a_schedule_naming_no_task_is_a_warning_of_the_system_check(settings):
+    """The worker would skip it at every slot: said at deploy, not only in its log. A warning,
+    not an error: the module may come with a later deploy, and ``migrate`` must still run."""
+    settings.JOBS_SCHEDULES = {
+        "ghost": {"task": "nowhere.to_be.found", "every": 60},
+        "function": {"task": "os.path.join", "every": 60},
+        "number": {"task": "math.pi", "every": 60},
+        "add": {"task": "tests.testapp.tasks.add", "every": 60},  # a task: nothing to say
+    }
+    found = {error.msg.split("]")[0]: error for error in checks.check_schedules(None)}
+    assert sorted(found) == [
+        "JOBS_SCHEDULES['function'", "JOBS_SCHEDULES['ghost'", "JOBS_SCHEDULES['number'",
+    ]  # fmt: skip
+    assert {error.id for error in found.values()} == {"jobs.W203"}
+    assert all(error.level == WARNING for error in found.values())
+    assert "imports as nothing" in found["JOBS_SCHEDULES['ghost'"].msg
+    assert "is a function, not a task" in found["JOBS_SCHEDULES['function'"].msg
+    assert "is a float, not a task" in found["JOBS_SCHEDULES['number'"].msg

@@ -118,7 +118,7 @@ def test_hung_task_is_stopped_at_its_timeout_and_the_worker_keeps_serving(runwor
     hung.refresh_from_db()
     assert hung.status == Status.FAILED
     assert hung.error_details[-1]["exception"] == "jobs.exceptions.TaskTimeout"
-    assert "longer than its timeout of 1 seconds" in hung.last_error
+    assert hung.last_error.endswith("longer than its timeout of 1 second.")
     assert set(
         Task.objects.filter(pk__in=[t.pk for t in others]).values_list("status", flat=True)
     ) == {Status.SUCCEEDED}
