@@ -15,12 +15,6 @@ business, ``jobs.worker.pool.ChildPool.wanted``): not while one runs, not for a 
 claim the database refused, and, after a claim that found fewer due tasks than it asked for,
 not until there is news (a notification, a finished child, a poll); and when the next delayed
 task is due, so that the worker wakes for it.
-
-News that is only children's reports, after such a claim, lets the others still running report
-too before the next claim starts (``settling``, at most ``SETTLE`` seconds): their successes are
-written with it, and free their concurrency keys for it. Started at the first report, the next
-claim found the keys of the rest still running, and their successes went with the claim after
-it: a key at limit 1 ran one task every second claim (docs/performance.md).
 """
 
 import logging
@@ -46,9 +40,6 @@ class Claimer:
     """Claim tasks for one worker, one claim at a time, and say when a claim is worth starting."""
 
     PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
-    # Seconds the next claim waits, after a short claim, for children still running to report
-    # (see above): a few batches of quick tasks, well under a claim beside a backlog.
-    SETTLE = 0.02
 
     def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
                  retry, caps: QueueCaps | None = None, holding=list):  # fmt: skip
@@ -80,37 +71,16 @@ class Claimer:
         self.started_at: datetime | None = None  # when the last claim started (database time)
         self._not_before = 0.0  # monotonic time before which no claim starts (after a fault)
         self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
-        # Monotonic time until which the next claim waits for children still running to report
-        # (``settling``); None: it need not.
-        self._settle_until: float | None = None
 
     @property
     def busy(self) -> bool:
         return self._future is not None
 
-    def news(self, *, reports_only: bool = False):
+    def news(self):
         """Note news that may make a claim worth trying again (a notification, a child that
-        finished or exited, a poll); ``reports_only``: nothing but children's reports."""
-        if not reports_only:
-            self._settle_until = None
-        elif not self.may_find_more and self._settle_until is None:
-            self._settle_until = time.monotonic() + self.SETTLE  # the first, after a short claim
+        finished or exited, a poll)."""
         self.may_find_more = True
         self._news += 1
-
-    def settling(self, children_running: bool) -> bool:
-        """Whether the next claim waits for the reports of children still running (see the
-        module's docstring): only reports came since a short claim, for under ``SETTLE``."""
-        if self._settle_until is None:
-            return False
-        if children_running and time.monotonic() < self._settle_until:
-            return True
-        self._settle_until = None
-        return False
-
-    def settle_at(self) -> float | None:
-        """When (monotonic) the next claim stops waiting for reports; None: it does not wait."""
-        return self._settle_until
 
     def can_start(self) -> bool:
         """Whether a claim may start now: none is under way, and none failed a moment ago."""
@@ -127,7 +97,6 @@ class Claimer:
         assert self._future is None, "one claim at a time"
         self._used = True
         self._wanted = wanted
-        self._settle_until = None
         self._news_at_start, self.started_at = self._news, timezone.now()
         groups = self.caps.groups(self.queues, self._holding()) if self.caps else None
 

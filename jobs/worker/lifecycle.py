@@ -51,9 +51,6 @@ from jobs.worker.queue_caps import QueueCaps, cap_problem
 
 logger = logging.getLogger(__name__)
 
-# What a wait brought (``Worker._wait``): news, or nothing but children's reports.
-NEWS, REPORTS = "news", "reports"
-
 
 def make_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -203,9 +200,8 @@ class Worker:
                 self.maintenance.run_if_due()
                 self._claim()
                 self.claimer.plan_wake(idle=bool(pool.idle()) and not pool.waiting())
-            news = self._wait(self._wait_timeout())
-            if news:
-                self.claimer.news(reports_only=news == REPORTS)
+            if self._wait(self._wait_timeout()):
+                self.claimer.news()
             pool.enforce_limits()
 
     def _shutdown(self):
@@ -315,8 +311,6 @@ class Worker:
         if not self.claimer.can_start() or self.leases.may_lapse():
             return
         wanted = self.claimer.how_many(self.pool.wanted)
-        if wanted > 0 and self.claimer.settling(self.pool.busy() > 0):
-            return  # the others' reports first (jobs.worker.claimer); the wait wakes for it
         if wanted <= 0:
             if self.completer.due():
                 self.completer.flush()
@@ -365,14 +359,10 @@ class Worker:
             wake_at = self.claimer.wake_at()
             if wake_at is not None:
                 timeout = min(timeout, max(0.0, wake_at - now))
-            settle_at = self.claimer.settle_at()
-            if settle_at is not None:
-                timeout = min(timeout, max(0.0, settle_at - now))
         return timeout
 
-    def _wait(self, timeout: float) -> str:
-        """Wait for children, notifications, or the timeout; what news there is: ``NEWS``,
-        ``REPORTS`` (nothing but children's reports), or none (``""``).
+    def _wait(self, timeout: float) -> bool:
+        """Wait for children, notifications, or the timeout; whether there is news.
 
         News is what may make a claim worth trying again: a notification, a child that
         finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
@@ -389,12 +379,7 @@ class Worker:
         self.pool.handle_ready(
             [key.data[1] for key, _ in events if key.data and key.data[0] == "child"]
         )
-        if not events:
-            return NEWS  # a poll
-        news = [key.data for key, _ in events if key.data is not None]
-        if news and all(data[0] == "child" and data[1][0] == "reply" for data in news):
-            return REPORTS
-        return NEWS if news else ""
+        return not events or any(key.data is not None for key, _ in events)
 
     def _selector(self, listen_fd):
         """What ``_wait`` waits on, kept between calls: registering two descriptors per child

@@ -121,33 +121,3 @@ def test_a_full_rate_window_wakes_the_worker_when_it_ends(claimer):
     # Once a claim has looked after the window ended, nothing is held.
     claimer.started_at = timezone.now()
     assert not claimer.rate_held()
-
-
-def test_after_a_short_claim_reports_alone_let_the_running_children_report_first(claimer):
-    """The next claim carries the successes of every child that finishes at about the same time
-    (so a key at limit 1 runs one task per claim, not one every two): it waits while children
-    run, at most ``SETTLE`` seconds, and not at all for other news or once none runs."""
-    claim(claimer, 5)  # nothing due: a short claim
-    claimer.news(reports_only=True)
-    assert claimer.settling(children_running=True)
-    assert 0 < claimer.settle_at() - time.monotonic() <= Claimer.SETTLE
-    assert not claimer.settling(children_running=False)  # all reported: claim now
-    assert claimer.settle_at() is None
-
-    claim(claimer, 5)
-    claimer.news(reports_only=True)
-    time.sleep(Claimer.SETTLE)
-    assert not claimer.settling(children_running=True)  # waited long enough
-
-    claim(claimer, 5)
-    claimer.news(reports_only=True)
-    claimer.news()  # a notification, a poll, an exit: claim at once
-    assert not claimer.settling(children_running=True)
-
-
-def test_reports_after_a_full_claim_start_the_next_at_once(claimer):
-    TaskFactory.create_batch(2)
-    assert len(claim(claimer, 2)) == 2  # it may find more: no reason to wait
-    claimer.news(reports_only=True)
-    assert not claimer.settling(children_running=True)
-    assert claimer.settle_at() is None
