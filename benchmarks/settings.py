@@ -7,10 +7,17 @@ import secrets
 os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
 
 from demo_project.settings import *  # noqa: F403
-from demo_project.settings import INSTALLED_APPS
+from demo_project.settings import DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "benchmarks"]
 DEBUG = False
 
 # The queue of the benchmark's Django task (benchmarks.tasks.django_noop), beside the default.
 TASKS = {"default": {"BACKEND": "jobs.backends.DatabaseBackend", "QUEUES": ["default", "bench"]}}
+
+# JOBS_BENCH_PREPARE_THRESHOLD=5: psycopg prepares enqueue's INSERT and the claim, as the
+# database OPTIONS "prepare_threshold" does in a deployment (docs/howto/deploy.md); unset,
+# Django's default, nothing is prepared.
+_threshold = os.environ.get("JOBS_BENCH_PREPARE_THRESHOLD")
+if _threshold and "postgresql" in DATABASES["default"]["ENGINE"]:
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(_threshold)

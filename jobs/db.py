@@ -161,6 +161,29 @@ def savepoint_in_transaction(using: str):
     return nullcontext()
 
 
+def server_binding_cursor(connection, server_binding):
+    """A cursor that binds parameters on the server, so that psycopg can prepare its statements.
+
+    Django's default psycopg 3 cursor binds on the client: PostgreSQL then parses and plans the
+    same statement at every use. A server-side binding cursor (``server_binding``, Django's
+    ``ServerBindingCursor``; None: Django's own cursor) lets psycopg prepare it after
+    ``prepare_threshold`` uses, when the database OPTIONS set one (Django's default, ``None``,
+    prepares nothing, as PgBouncer in transaction mode needs), without switching the whole ORM
+    to ``server_side_binding``. It is wrapped like any Django cursor, so execute wrappers see
+    the statement. While queries are logged (DEBUG), Django's own cursor is used: the log of a
+    prepared statement would read ``None`` as its SQL.
+
+    A shortcut into Django's internals (``ServerBindingCursor``, ``make_cursor``), for enqueue's
+    INSERT (434 µs an enqueue against 697) and the claim (docs/performance.md, "Shortcuts into
+    Django's internals"); guarded by tests/db/test_django_shortcuts.py.
+    """
+    if server_binding is None or connection.queries_logged:
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    return connection.make_cursor(server_binding(connection.connection))
+
+
 def forget_queries():
     """Empty this thread's query logs, as Django does at each request, if ``DEBUG`` keeps them.
 

@@ -83,3 +83,11 @@ if os.environ.get("JOBS_TEST_THROUGH_POOLER"):
 
         DATABASES["direct"] = environ.Env.db_url_config(os.environ["JOBS_TEST_DIRECT_DATABASE_URL"])
         JOBS_LISTEN_DATABASE = "direct"
+
+# JOBS_TEST_PREPARE_THRESHOLD=5: psycopg prepares enqueue's INSERT and the claim, as the database
+# OPTIONS "prepare_threshold" does in a deployment (docs/howto/deploy.md), in the test process
+# and the workers it starts; never through PgBouncer 1.18, which cannot route them.
+_threshold = os.environ.get("JOBS_TEST_PREPARE_THRESHOLD")
+_pooled = os.environ.get("JOBS_TEST_THROUGH_POOLER")
+if _threshold and "postgresql" in DATABASES["default"]["ENGINE"] and not _pooled:
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(_threshold)

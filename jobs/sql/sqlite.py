@@ -120,6 +120,11 @@ def claim_sql(connection, queue_count: int) -> str:
     """
 
 
+def claim_cursor(connection):
+    """The cursor to claim with: Django's (SQLite caches each statement it compiles)."""
+    return connection.cursor()
+
+
 def claim_tasks(cursor, connection, **values) -> list[tuple]:
     """Claim due rows (``values``: the keywords of ``common.claim_params``).
 

@@ -11,6 +11,7 @@ statements themselves are written by ``jobs.sql`` (``common.Inserts``, and per d
 from django.db import connections
 
 from jobs import sql
+from jobs.db import server_binding_cursor
 from jobs.models import Task
 from jobs.sql.common import Inserts
 
@@ -60,7 +61,7 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
             params.append(values[name])  # the driver adapts uuid, str, int and datetime as is
         else:
             params.append(field.get_db_prep_save(values[name], connection))
-    with _cursor(connection, built.server_binding) as cursor:
+    with server_binding_cursor(connection, built.server_binding) as cursor:
         if values["unique_while"] is not None:  # an idempotency key too, if it has one
             cursor.execute(built.one_unique, params)
         elif values["idempotency_key"] is not None:
@@ -69,28 +70,6 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
             cursor.execute(built.one, params)
             return True
         return cursor.rowcount == 1
-
-
-def _cursor(connection, server_binding):
-    """A cursor that binds parameters on the server, so psycopg can prepare the INSERT.
-
-    Django's default psycopg 3 cursor binds on the client: PostgreSQL then parses and plans
-    the same 28-column INSERT on every enqueue. A server-side binding cursor lets psycopg
-    prepare it after ``prepare_threshold`` uses, when the database OPTIONS set one (Django's
-    default, ``None``, prepares nothing, as PgBouncer in transaction mode needs), without
-    switching the whole ORM to ``server_side_binding``. It is wrapped like any Django cursor,
-    so execute wrappers see the statement. While queries are logged (DEBUG), Django's own
-    cursor is used: the log of a prepared statement would read ``None`` as its SQL.
-
-    A shortcut into Django's internals (``ServerBindingCursor``, ``make_cursor``) that pays
-    only with a threshold: 434 µs an enqueue against 697 (docs/performance.md, "Shortcuts into
-    Django's internals"); guarded by tests/db/test_django_shortcuts.py.
-    """
-    if server_binding is None or connection.queries_logged:
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    return connection.make_cursor(server_binding(connection.connection))
 
 
 def new_task(values: dict, payload: dict, *, using: str) -> Task:

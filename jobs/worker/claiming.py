@@ -68,7 +68,7 @@ def claim_and_record(
             }
 
             def claim_rows(values=values):
-                with connection.cursor() as cursor:
+                with statements.claim_cursor(connection) as cursor:
                     return statements.claim_tasks(cursor, connection, **values)
 
             def claim_alone(claim_rows=claim_rows):

@@ -12,6 +12,7 @@ import logging
 
 import pytest
 from django.db import connection
+from django.db.models import Count
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
@@ -259,3 +260,45 @@ def test_the_unique_keys_condition_is_the_one_the_schema_editor_writes_in_its_in
     assert ddl.endswith(f" WHERE {condition.replace('%%', '%')}"), (ddl, condition)
     assert "'waiting'" in condition
     assert "'active'" in condition
+
+
+def test_the_claim_is_prepared_by_the_server_and_keeps_its_limits(postgres_only, monkeypatch):
+    """ServerBindingCursor for the claim (jobs.sql.postgresql.claim_cursor): with a threshold,
+    psycopg prepares it, PostgreSQL settles on a generic plan, and the claims it makes still
+    take one task per key at limit 1, whatever the number asked for (a limit that needs an
+    int4 parameter too) or the number of queues. psycopg prepares a statement at its 6th
+    use; PostgreSQL plans its first five executions afresh."""
+    from jobs.worker import claiming
+
+    connection.ensure_connection()
+    monkeypatch.setattr(connection.connection, "prepare_threshold", 5)
+    for key in range(3):
+        for n in range(15):
+            tasks.add.using(concurrency_key=f"k{key}", concurrency_limit=1).enqueue(n, key)
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    taken = 0
+    with connection.execute_wrapper(wrapper):
+        for number in range(20):
+            # Twelve alike (prepared at the 6th, generic from the 11th), then others.
+            queues = ["default"] if number < 12 or number % 2 else ["default", "other"]
+            limit = 2 if number < 12 else [1, 70_000][number % 2]
+            claimed, _ = claiming.claim_and_record("w", limit, [], queues=queues, lease_seconds=60)
+            taken += len(claimed)
+            running = Task.objects.filter(status="running")
+            per_key = running.values("concurrency_key").annotate(n=Count("id"))
+            assert all(row["n"] == 1 for row in per_key), list(per_key)
+            if number % 2:  # every second claim, the keys' running tasks end
+                running.update(status="succeeded")
+    assert taken >= 20
+    assert sum("WITH RECURSIVE" in sql for sql in seen) == 20  # seen by execute wrappers
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT max(generic_plans) FROM pg_prepared_statements "
+            "WHERE statement LIKE '%%WITH RECURSIVE%%'"
+        )
+        assert cursor.fetchone()[0] >= 1
