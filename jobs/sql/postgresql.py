@@ -94,9 +94,11 @@ def claim_sql(connection, queue_count: int) -> str:
     """
 
 
-def claim_cursor(connection):
+def claim_cursor(connection, *, prepare: bool = False):
     """The cursor to claim with: one whose statement psycopg prepares, where the database
-    OPTIONS set a ``prepare_threshold`` (``jobs.db.server_binding_cursor``); else Django's.
+    OPTIONS set a ``prepare_threshold`` (``jobs.db.server_binding_cursor``), or where the caller
+    knows the connection keeps its session (``prepare``: a worker whose LISTEN probe came back,
+    ``jobs.worker.notify.Listener.keeps_sessions``); else Django's.
 
     Prepared, the claim is planned once per session: after five custom plans PostgreSQL keeps
     a generic one, which reads the same indexes (``EXPLAIN ANALYZE`` of a claim beside 10,000
@@ -106,7 +108,14 @@ def claim_cursor(connection):
     PgBouncer in transaction mode (before 1.21) cannot route named prepared statements.
     """
     connection.ensure_connection()
-    if getattr(connection.connection, "prepare_threshold", None) is None:  # psycopg2: none
+    driver = connection.connection
+    if prepare and hasattr(driver, "prepare_threshold") and driver.prepare_threshold is None:
+        # This connection only (the worker's claim thread's), where Django's cursors bind on
+        # the client (unless OPTIONS set server_side_binding) and psycopg prepares none of
+        # theirs. Planned afresh, the claim took 3.4 ms of 5.4: most of an idle worker's pickup
+        # (docs/performance.md).
+        driver.prepare_threshold = 0
+    if getattr(driver, "prepare_threshold", None) is None:  # psycopg2: none
         return connection.cursor()
     # A deferred import: the PostgreSQL driver is an optional dependency.
     from django.db.backends.postgresql.base import ServerBindingCursor

@@ -120,7 +120,7 @@ def claim_sql(connection, queue_count: int) -> str:
     """
 
 
-def claim_cursor(connection):
+def claim_cursor(connection, *, prepare: bool = False):
     """The cursor to claim with: Django's (SQLite caches each statement it compiles)."""
     return connection.cursor()
 

@@ -42,17 +42,22 @@ class Claimer:
     PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
 
     def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
-                 retry, caps: QueueCaps | None = None, holding=list):  # fmt: skip
+                 retry, caps: QueueCaps | None = None, holding=list,
+                 may_prepare=lambda: False):  # fmt: skip
         """Claim for ``worker_id``, waking its loop through ``wakeup_fd`` once a claim is done.
 
         ``retry(operation, what, **options)`` runs the claims and the reads (``next_due_at``),
         retried on database faults within the worker's limits (the claim thread calls it too).
         ``caps``: the per-queue caps, given each claim their rooms from ``holding()`` (the
         claimed tasks the worker holds), read in the loop's thread as the claim starts.
+        ``may_prepare()``: whether the claim may be a prepared statement (the task database's
+        connections keep their session, ``jobs.worker.notify.Listener.keeps_sessions``), asked
+        in the loop's thread as each claim starts.
         """
         self.worker_id, self.queues, self.lease_seconds = worker_id, queues, lease_seconds
         self.caps = caps or QueueCaps({})
         self._holding = holding
+        self._may_prepare = may_prepare
         self._wakeup_fd = wakeup_fd
         self._retry = retry
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs-claim")
@@ -99,6 +104,7 @@ class Claimer:
         self._wanted = wanted
         self._news_at_start, self.started_at = self._news, timezone.now()
         groups = self.caps.groups(self.queues, self._holding()) if self.caps else None
+        prepare = self._may_prepare()
 
         def round_trip():
             forget_queries()  # the claim thread's own connection logs too (see jobs.db)
@@ -107,7 +113,7 @@ class Claimer:
                 return self._retry(
                     lambda: claiming.claim_and_record(
                         self.worker_id, wanted, successes, queues=self.queues,
-                        groups=groups, lease_seconds=self.lease_seconds,
+                        groups=groups, lease_seconds=self.lease_seconds, prepare=prepare,
                     )[0],
                     "claim", on_fault=on_fault, abandon=abandon,
                 )  # fmt: skip

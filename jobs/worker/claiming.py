@@ -28,6 +28,7 @@ def claim_and_record(
     groups=None,
     lease_seconds: float,
     now=None,
+    prepare: bool = False,
 ) -> tuple[list[Claimed], set]:
     """Record reported ``successes`` and claim up to ``limit`` tasks, all or nothing.
 
@@ -44,6 +45,9 @@ def claim_and_record(
     claims each group of queues in turn, ``(queues, room)``, at most ``room`` tasks of it (None:
     no room of its own), until ``limit`` are claimed; one statement per group, all in the one
     transaction. A capped queue is claimed alone, so its tasks come back knowing their queue.
+
+    ``prepare``: the connection keeps its session, so the claim may be a prepared statement
+    even where the database OPTIONS set no ``prepare_threshold`` (``jobs.sql`` ``claim_cursor``).
     """
     using = router.db_for_write(Task)
     connection = connections[using]
@@ -68,7 +72,7 @@ def claim_and_record(
             }
 
             def claim_rows(values=values):
-                with statements.claim_cursor(connection) as cursor:
+                with statements.claim_cursor(connection, prepare=prepare) as cursor:
                     return statements.claim_tasks(cursor, connection, **values)
 
             def claim_alone(claim_rows=claim_rows):

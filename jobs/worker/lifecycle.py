@@ -94,7 +94,8 @@ class Worker:
         lease_seconds = jobs_settings.LEASE_SECONDS
         self.claimer = Claimer(self.worker_id, self.queues, lease_seconds, self._wakeup_write,
                                retry=self._retry, caps=QueueCaps(self.queue_caps),
-                               holding=self._holding)  # fmt: skip
+                               holding=self._holding,
+                               may_prepare=lambda: self.listener.keeps_sessions)  # fmt: skip
         self.completer = Completer(retry=self._retry)
         self.pool = ChildPool(
             self.concurrency,

@@ -72,6 +72,14 @@ class Listener:
         """Whether the worker listens (on PostgreSQL, unless its notifications cannot arrive)."""
         return sql.dialect(self.alias).LISTENS and not self.unreachable
 
+    @property
+    def keeps_sessions(self) -> bool:
+        """Whether the task database's connections are proven to keep a session of their own:
+        the probe came back on a connection made as theirs are (no ``JOBS_LISTEN_DATABASE``),
+        so no pooler in transaction mode stands between, and named prepared statements are
+        safe on them (``jobs.worker.claimer``)."""
+        return self._proven and self.alias == self.task_alias
+
     def fileno(self):
         """Return the socket to wait on, connecting (again) if needed; None when unavailable."""
         if not self.supported:

@@ -121,3 +121,18 @@ def test_a_full_rate_window_wakes_the_worker_when_it_ends(claimer):
     # Once a claim has looked after the window ended, nothing is held.
     claimer.started_at = timezone.now()
     assert not claimer.rate_held()
+
+
+def test_a_listener_whose_probe_came_back_says_its_sessions_are_kept(postgres_only):
+    """What lets the claim thread prepare its claim without a prepare_threshold: the probe's
+    NOTIFY came back on a connection made as the task table's (through a pooler in transaction
+    mode it never does: tests/process/test_pgbouncer.py)."""
+    from jobs.worker.notify import Listener
+
+    listener = Listener()
+    assert not listener.keeps_sessions  # nothing proven yet
+    try:
+        assert listener.fileno() is not None
+        assert listener.keeps_sessions
+    finally:
+        listener.close()

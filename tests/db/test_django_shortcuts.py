@@ -302,3 +302,41 @@ def test_the_claim_is_prepared_by_the_server_and_keeps_its_limits(postgres_only,
             "WHERE statement LIKE '%%WITH RECURSIVE%%'"
         )
         assert cursor.fetchone()[0] >= 1
+
+
+def test_the_claim_is_prepared_without_a_threshold_where_the_session_is_kept(
+    postgres_only, monkeypatch
+):
+    """claim_cursor(prepare=True) (a worker whose LISTEN probe came back): Django's default
+    threshold (None) or not, the claim is a prepared statement of this session from its first
+    use; without ``prepare`` it is not, and nothing else on the connection is prepared."""
+    from jobs.worker import claiming
+
+    connection.ensure_connection()
+    monkeypatch.setattr(connection.connection, "prepare_threshold", None)
+
+    def prepared_claims():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_prepared_statements "
+                "WHERE statement LIKE '%%WITH RECURSIVE%%'"
+            )
+            return cursor.fetchone()[0]
+
+    before = prepared_claims()
+    tasks.add.enqueue(1, 2)
+    claimed, _ = claiming.claim_and_record("w", 1, [], queues=["default"], lease_seconds=60)
+    assert len(claimed) == 1
+    assert prepared_claims() == before  # not asked: planned afresh, as before
+    tasks.add.enqueue(3, 4)
+    claimed, _ = claiming.claim_and_record(
+        "w", 1, [], queues=["default"], lease_seconds=60, prepare=True
+    )
+    assert len(claimed) == 1
+    assert prepared_claims() >= 1
+    Task.objects.update(status="succeeded")  # client-bound ORM statements: never prepared
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'UPDATE%%'"
+        )
+        assert cursor.fetchone()[0] == 0
