@@ -76,7 +76,7 @@ class Claimer:
         self._not_before = 0.0  # monotonic time before which no claim starts (after a fault)
         self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
         self._deaf_until = 0.0  # monotonic time before which notifications are let pass
-        self._deaf_seconds = 0.0  # the last such pause (0: the last claim on one found tasks)
+        self._deaf_seconds = 0.0  # the last such pause (halved by each claim that takes tasks)
         self._notified_only = False  # the only news since the last claim is a notification
         self._claim_on_notification = False  # the claim in flight started on that alone
         self._poll_interval = 1.0  # the longest pause, as the worker last said (``notified``)
@@ -97,9 +97,10 @@ class Claimer:
 
         One NOTIFY reaches every idle worker of the fleet, and all of them would claim at once
         for what is often one task: N-1 empty claims. A worker whose last claim on a
-        notification alone found nothing sits the next ones out for a while (50 ms, doubling up
-        to ``poll_interval``, jittered so the fleet's pauses spread out); the workers that did
-        get tasks, and those whose pause ended, answer the next. Its poll and its children's
+        notification alone found nothing sits the next ones out for a while (50 ms, doubling at
+        each such empty claim up to ``poll_interval``, halved at each claim that takes tasks,
+        jittered so the fleet's pauses spread out); the workers that did get tasks, and those
+        whose pause ended, answer the next. Its poll and its children's
         news still wake it meanwhile, so a task waits at most a poll interval, as without LISTEN.
         """
         if time.monotonic() < self._deaf_until:
@@ -173,7 +174,8 @@ class Claimer:
         logger.debug("claimed count=%d wanted=%d", len(claimed), self._wanted)
         self.caps.note(claimed)
         if claimed:
-            self._deaf_seconds = 0.0
+            # Halved, not forgotten: a worker that wins one task in ten still sits most out.
+            self._deaf_seconds /= 2
         elif self._claim_on_notification:
             doubled = max(self.DEAF_FIRST, 2 * self._deaf_seconds)
             self._deaf_seconds = min(self._poll_interval, doubled)
