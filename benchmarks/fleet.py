@@ -94,6 +94,7 @@ class Sampler(threading.Thread):
         self.lock_waits = 0  # samples in which some backend of the fleet waited on a lock
         self.not_granted = 0  # samples in which pg_locks showed a lock not granted
         self.samples = 0
+        self.waiting_queries: set[str] = set()  # what the fleet's backends waited with
 
     def run(self):
         from django.db import connection
@@ -102,12 +103,18 @@ class Sampler(threading.Thread):
             with connection.cursor() as cursor:
                 while not self.done.wait(0.02):
                     cursor.execute(
-                        "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') "
+                        "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock'), "
+                        "array_agg(left(query, 60)) FILTER (WHERE wait_event_type = 'Lock') "
                         "FROM pg_stat_activity WHERE application_name = %s",
                         [APP_NAME],
                     )
-                    held, waiting = cursor.fetchone()
-                    cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                    held, waiting, queries = cursor.fetchone()
+                    self.waiting_queries.update(queries or ())
+                    # This database's locks only: the server may serve others meanwhile.
+                    cursor.execute(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND database = "
+                        "(SELECT oid FROM pg_database WHERE datname = current_database())"
+                    )
                     self.connections.append(held)
                     self.lock_waits += waiting > 0
                     self.not_granted += cursor.fetchone()[0] > 0
@@ -158,6 +165,7 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
         "lock_samples": sampler.lock_waits,
         "not_granted_samples": sampler.not_granted,
         "samples": sampler.samples,
+        "waiting_queries": sorted(sampler.waiting_queries),
         "empty_per_task": (empty_claims - before_empty) / trickle,
         "claims_per_task": (total - before_total) / trickle,
     }

@@ -35,7 +35,11 @@ def hold_lock(name: str, holder: str, *, now, hold_seconds: float) -> bool:
     Like ``acquire_lock``, one conditional UPDATE decides; unlike it, the holder renews its own
     lease before it lapses, so a lease held this way moves only when its holder stops renewing.
     """
-    MaintenanceLock.objects.get_or_create(name=name)
+    lock, _ = MaintenanceLock.objects.get_or_create(name=name)
+    if lock.holder != holder and lock.locked_until is not None and lock.locked_until > now:
+        # Another's, and live: read, not written, so the fleet's workers never queue for the
+        # row's lock behind the leader's renewal.
+        return False
     mine_or_free = MaintenanceLock.objects.filter(
         Q(holder=holder) | Q(locked_until__isnull=True) | Q(locked_until__lte=now), name=name
     )

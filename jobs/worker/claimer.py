@@ -77,8 +77,8 @@ class Claimer:
         self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
         self._deaf_until = 0.0  # monotonic time before which notifications are let pass
         self._deaf_seconds = 0.0  # the last such pause (halved by each claim that takes tasks)
-        self._notified_only = False  # the only news since the last claim is a notification
-        self._claim_on_notification = False  # the claim in flight started on that alone
+        self._notified = False  # a notification came since the last claim started
+        self._claim_on_notification = False  # the claim in flight started after one
         self._poll_interval = 1.0  # the longest pause, as the worker last said (``notified``)
 
     @property
@@ -90,14 +90,13 @@ class Claimer:
         finished or exited, a poll)."""
         self.may_find_more = True
         self._news += 1
-        self._notified_only = False
 
     def notified(self, poll_interval: float) -> bool:
         """Note a notification (tasks enqueued somewhere); whether it is news worth a claim.
 
         One NOTIFY reaches every idle worker of the fleet, and all of them would claim at once
-        for what is often one task: N-1 empty claims. A worker whose last claim on a
-        notification alone found nothing sits the next ones out for a while (50 ms, doubling at
+        for what is often one task: N-1 empty claims. A worker whose claim after a
+        notification found nothing sits the next ones out for a while (50 ms, doubling at
         each such empty claim up to ``poll_interval``, halved at each claim that takes tasks,
         jittered so the fleet's pauses spread out); the workers that did get tasks, and those
         whose pause ended, answer the next. Its poll and its children's
@@ -105,10 +104,8 @@ class Claimer:
         """
         if time.monotonic() < self._deaf_until:
             return False
-        notified_only = self._notified_only or self.may_find_more is False
         self.news()
-        self._notified_only = notified_only
-        self._poll_interval = poll_interval
+        self._notified, self._poll_interval = True, poll_interval
         return True
 
     def can_start(self) -> bool:
@@ -127,7 +124,7 @@ class Claimer:
         self._used = True
         self._wanted = wanted
         self._news_at_start, self.started_at = self._news, timezone.now()
-        self._claim_on_notification, self._notified_only = self._notified_only, False
+        self._claim_on_notification, self._notified = self._notified, False
         groups = self.caps.groups(self.queues, self._holding()) if self.caps else None
 
         def round_trip():

@@ -7,7 +7,9 @@ workers 256, whether its tasks use the database or not. With the cap, the childr
 child), each held by a child with ``fcntl.lockf`` while it is connected. A child takes a slot
 before Django opens its first connection (``BaseDatabaseWrapper.connect`` is wrapped in the
 child), waiting while all N are taken, and closes its connections and gives its slot back when
-its batch is done (``release``), so the next child can have it.
+its batch is done (``release``), so the next child can have it. (The connections of other
+threads of the child, such as those Django's ``sync_to_async`` opens for async tasks, are
+Django's to close: the slot counts the child, not each of its threads.)
 
 POSIX record locks belong to a process, not to a descriptor: children sharing the file's
 descriptor still exclude each other, and the kernel drops a dead child's lock with it, so a
@@ -18,6 +20,7 @@ import fcntl
 import logging
 import os
 import tempfile
+import threading
 import time
 
 from django.db import connections
@@ -33,6 +36,7 @@ _file: int | None = None  # the supervisor's slot file (a descriptor), inherited
 _slots = 0  # how many slots it has; 0: no cap
 _held: int | None = None  # in a child: the slot it holds now, if any
 _original_connect = BaseDatabaseWrapper.connect
+_taking = threading.Lock()  # two threads of a child connecting at once take one slot, not two
 
 
 def cap(concurrency: int) -> int:
@@ -73,9 +77,10 @@ def release():
 
 def forget_in_fork():
     """In a process a task forks: its parent's slot lock did not come with it (record locks
-    are not inherited); it takes a slot of its own if it connects."""
-    global _held
-    _held = None
+    are not inherited); it takes a slot of its own if it connects. The lock is made anew: a
+    thread of the parent's may have held it at the fork."""
+    global _held, _taking
+    _held, _taking = None, threading.Lock()
 
 
 def _connect_in_slot(self):
@@ -84,9 +89,14 @@ def _connect_in_slot(self):
 
 
 def _take_slot():
+    with _taking:
+        _take_slot_once()
+
+
+def _take_slot_once():
     global _held
     if _held is not None:
-        return  # one slot per child, however many connections (aliases) it opens
+        return  # one slot per child, however many connections (aliases, threads) it opens
     assert _file is not None
     waited_since = None
     while True:
