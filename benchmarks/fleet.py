@@ -94,7 +94,7 @@ class Sampler(threading.Thread):
         self.lock_waits = 0  # samples in which some backend of the fleet waited on a lock
         self.not_granted = 0  # samples in which pg_locks showed a lock not granted
         self.samples = 0
-        self.waiting_queries: set[str] = set()  # what the fleet's backends waited with
+        self.waiting_queries: set[str] = set()  # lock (wait_event) and statement of each wait
 
     def run(self):
         from django.db import connection
@@ -104,7 +104,8 @@ class Sampler(threading.Thread):
                 while not self.done.wait(0.02):
                     cursor.execute(
                         "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock'), "
-                        "array_agg(left(query, 60)) FILTER (WHERE wait_event_type = 'Lock') "
+                        "array_agg(wait_event || ': ' || left(ltrim(query), 40)) "
+                        "FILTER (WHERE wait_event_type = 'Lock') "
                         "FROM pg_stat_activity WHERE application_name = %s",
                         [APP_NAME],
                     )
