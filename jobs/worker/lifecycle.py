@@ -219,6 +219,7 @@ class Worker:
             logger.exception("shutdown bookkeeping failed worker_id=%s", self.worker_id)
         self.pool.close()
         self.listener.close()
+        self.maintenance.close()  # before unregister: the next leader need not wait its lease
         if self._selector_now is not None:
             self._selector_now.close()
         try:
@@ -373,13 +374,15 @@ class Worker:
         events = self._selector(listen_fd).select(timeout)
         if any(key.data is None for key, _ in events):
             os.read(self._wakeup_read, 64)
+        news = not events or any(key.data and key.data[0] == "child" for key, _ in events)
         if any(key.data == ("listen", None) for key, _ in events):
             queues = self.listener.drain()
             logger.debug("woken queues=%s", ",".join(sorted(queues)))
+            news = self.claimer.notified(self.poll_interval) or news  # see Claimer.notified
         self.pool.handle_ready(
             [key.data[1] for key, _ in events if key.data and key.data[0] == "child"]
         )
-        return not events or any(key.data is not None for key, _ in events)
+        return news
 
     def _selector(self, listen_fd):
         """What ``_wait`` waits on, kept between calls: registering two descriptors per child
