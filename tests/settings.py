@@ -46,6 +46,8 @@ for _name in (
     if f"JOBS_{_name}" in os.environ:
         globals()[f"JOBS_{_name}"] = float(os.environ[f"JOBS_{_name}"])
 JOBS_POLL_INTERVAL = float(os.environ.get("JOBS_POLL_INTERVAL", 0.2))
+# A broker for the transport tests (tests/process/test_transports.py); None: the database.
+JOBS_TRANSPORT = os.environ.get("JOBS_TRANSPORT") or None
 JOBS_BACKOFF_BASE = 0.2
 JOBS_BACKOFF_MAX = 2.0
 JOBS_DATABASE_RETRY_SECONDS = float(os.environ.get("JOBS_DATABASE_RETRY_SECONDS", 10.0))
