@@ -87,3 +87,41 @@ def test_broker_wakes_worker_and_a_restart_loses_nothing(redis_server, start_wor
         timeout=30,
         message="every task of the outage done",
     )
+
+
+def test_duplicated_and_stale_messages_change_nothing(redis_server, start_worker, settings):
+    """The row decides: ids of a cancelled task, or of one already done, run nothing."""
+    import redis
+
+    from jobs.admin.actions import cancel
+    from jobs.transports import redis_streams
+
+    settings.JOBS_TRANSPORT = redis_server.url
+    cancelled = tasks.record_effect.enqueue("cancelled", run_after=3600).record
+    cancel(Task.objects.filter(pk=cancelled.pk))
+    start_worker(env={"JOBS_TRANSPORT": redis_server.url, "JOBS_POLL_INTERVAL": "5"})
+    time.sleep(3)
+    done = tasks.record_effect.enqueue("once").record
+    wait_for(lambda: Task.objects.get(pk=done.pk).status == Status.SUCCEEDED, timeout=10)
+    client = redis.Redis.from_url(redis_server.url)
+    for _ in range(3):  # duplicates of both, and a message naming no task at all
+        for ids in ([str(done.pk)], [str(cancelled.pk)], ["not-a-task"]):
+            client.xadd(redis_streams.PREFIX + "default", {"ids": ",".join(ids)})
+    time.sleep(2)
+    assert Task.objects.get(pk=done.pk).attempts == 1
+    assert Task.objects.get(pk=cancelled.pk).status == Status.CANCELLED
+    from tests.testapp.models import SideEffect
+
+    assert list(SideEffect.objects.values_list("key", flat=True)) == ["once"]
+
+
+def test_bulk_enqueue_sends_at_most_64_messages(redis_server, settings):
+    import redis
+
+    from jobs.transports import redis_streams
+
+    settings.JOBS_TRANSPORT = redis_server.url
+    ids = tasks.record_effect.enqueue_many([((f"bulk-{i}",), {}) for i in range(10_000)])
+    client = redis.Redis.from_url(redis_server.url)
+    assert len(ids) == 10_000
+    assert client.xlen(redis_streams.PREFIX + "default") == redis_streams.MESSAGES_PER_COMMIT
