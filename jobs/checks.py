@@ -84,7 +84,7 @@ def check_transport():
             return [
                 checks.Error(
                     "JOBS_TRANSPORT names Redis but redis-py is not installed.",
-                    hint="pip install 'jobs[redis]'",
+                    hint="pip install 'django-jobs-queue[redis]'",
                     id="jobs.E050",
                 )
             ]
