@@ -15,7 +15,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from jobs import limits, sql
+from jobs import limits, sql, transports
 from jobs.conf import DEFAULTS, jobs_settings
 from jobs.maintenance.periodic import from_settings, unstorable
 from jobs.maintenance.pruning import retention
@@ -71,8 +71,6 @@ def check_settings(app_configs, **kwargs):
 
 def check_transport():
     """jobs.E050: JOBS_TRANSPORT names no transport, or its client library is missing."""
-    from jobs import transports
-
     try:
         backend, _url = transports.parse(jobs_settings.TRANSPORT)
     except ValueError as exc:

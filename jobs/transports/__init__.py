@@ -8,7 +8,10 @@ database's guarded claim. A message lost, duplicated or late changes nothing; th
 (every ``JOBS_POLL_INTERVAL``) finds what no message announced.
 """
 
+from django.db import transaction
+
 from jobs.conf import jobs_settings
+from jobs.transports.redis_streams import RedisListener, publish
 
 
 def parse(setting) -> tuple[str, str | None]:
@@ -39,11 +42,9 @@ def listener(queues):
     """The worker's listener for ``queues`` (all when empty), per ``JOBS_TRANSPORT``."""
     name, url = backend()
     if name == "redis":
-        from jobs.transports.redis_streams import RedisListener
-
         assert url is not None
         return RedisListener(url, queues)
-    from jobs.worker.notify import Listener
+    from jobs.worker.notify import Listener  # app registry: it imports jobs' models
 
     return Listener()
 
@@ -54,10 +55,6 @@ def announce_on_commit(queue: str, ids, *, using: str) -> None:
     name, url = backend()
     if name != "redis" or not ids:
         return
-    from django.db import transaction
-
-    from jobs.transports.redis_streams import publish
-
     ids = [str(task_id) for task_id in ids]
     assert url is not None
     transaction.on_commit(lambda: publish(url, queue, ids), using=using)
