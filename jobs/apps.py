@@ -8,7 +8,7 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         # Here, not at the top: these import models, which wait for the app registry.
-        from jobs import checks  # noqa: F401  (app registry) registers every system check
+        from jobs import checks, fleet_checks  # noqa: F401  (app registry) register the checks
         from jobs.metrics import counters  # app registry: counters count through model signals
 
         counters.connect()

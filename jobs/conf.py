@@ -32,6 +32,8 @@ DEFAULTS = {
     # table's own. Name a direct connection when that one goes through a pooler in transaction
     # mode (PgBouncer): LISTEN cannot work there, and without it the worker polls.
     "LISTEN_DATABASE": None,
+    # How workers learn of new tasks: None / "database", or a Redis URL (jobs.transports).
+    "TRANSPORT": None,
     "CONCURRENCY": 4,
     # The highest --concurrency / JOBS_CONCURRENCY a worker accepts (see jobs.limits).
     "MAX_CONCURRENCY": 256,
@@ -52,6 +54,13 @@ DEFAULTS = {
     "MAX_MEMORY_PER_CHILD": None,
     # Seconds between a worker's maintenance rounds (rescue of tasks whose worker died, ...).
     "MAINTENANCE_INTERVAL": 5.0,
+    # One worker of the fleet runs the maintenance rounds, under a lease it renews each round;
+    # when it dies, another takes over once this many seconds pass. None: 4 maintenance intervals.
+    "LEADER_LEASE_SECONDS": None,
+    # The most children of one worker that hold a database connection at once; None: one per
+    # child. Below --concurrency, a child closes its connection after each task (and waits for
+    # a free slot before it opens one), so a fleet's connections stay bounded.
+    "CHILD_CONNECTIONS": None,
     # Seconds a bookkeeping write keeps retrying through database faults before giving up.
     "DATABASE_RETRY_SECONDS": 60.0,
     # Admin dashboard and metrics: seconds the oldest due task may wait before it shows amber

@@ -36,6 +36,7 @@ from typing import Any
 
 from django.db import connections
 
+from jobs.worker import connection_slots
 from jobs.worker.async_batch import ASYNC_TIMEOUT_GRACE
 from jobs.worker.batches import _BatchRunner, rss_bytes
 from jobs.worker.wire import Claimed, Slot, batch_message
@@ -213,6 +214,7 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
     signal.signal(signal.SIGTERM, _ignore_signal)
     os.register_at_fork(after_in_child=_after_fork_in_task)
     _watch_parent(parent_pid)
+    connection_slots.install_in_child()
     runner = _BatchRunner(conn, slot, max_tasks, max_memory)
     exit_code = 0
     try:
@@ -224,6 +226,7 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
             message = json.loads(message)
             if "batch" in message:  # not a late request to cancel a task now finished
                 runner.run(message)
+                connection_slots.release()  # under JOBS_CHILD_CONNECTIONS: the next child's turn
     except BaseException:
         # Not a task's doing (the executor keeps those): recording an outcome failed, say. The
         # supervisor records the running task as lost, with this exit code.
@@ -252,6 +255,7 @@ def _after_fork_in_task():
     """
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    connection_slots.forget_in_fork()
     for connection in connections.all(initialized_only=True):
         if connection.connection is None:
             continue

@@ -19,6 +19,7 @@ task is due, so that the worker wakes for it.
 
 import logging
 import os
+import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
@@ -40,6 +41,9 @@ class Claimer:
     """Claim tasks for one worker, one claim at a time, and say when a claim is worth starting."""
 
     PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
+    # A worker whose claim on a notification found nothing lets the next notifications pass
+    # for this long, doubled at each such empty claim up to the poll interval (see ``notified``).
+    DEAF_FIRST = 0.05
 
     def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
                  retry, caps: QueueCaps | None = None, holding=list,
@@ -76,6 +80,11 @@ class Claimer:
         self.started_at: datetime | None = None  # when the last claim started (database time)
         self._not_before = 0.0  # monotonic time before which no claim starts (after a fault)
         self._next_due: float | None = None  # monotonic time the earliest delayed task becomes due
+        self._deaf_until = 0.0  # monotonic time before which notifications are let pass
+        self._deaf_seconds = 0.0  # the last such pause (halved by each claim that takes tasks)
+        self._notified = False  # a notification came since the last claim started
+        self._claim_on_notification = False  # the claim in flight started after one
+        self._poll_interval = 1.0  # the longest pause, as the worker last said (``notified``)
 
     @property
     def busy(self) -> bool:
@@ -86,6 +95,23 @@ class Claimer:
         finished or exited, a poll)."""
         self.may_find_more = True
         self._news += 1
+
+    def notified(self, poll_interval: float) -> bool:
+        """Note a notification (tasks enqueued somewhere); whether it is news worth a claim.
+
+        One NOTIFY reaches every idle worker of the fleet, and all of them would claim at once
+        for what is often one task: N-1 empty claims. A worker whose claim after a
+        notification found nothing sits the next ones out for a while (50 ms, doubling at
+        each such empty claim up to ``poll_interval``, halved at each claim that takes tasks,
+        jittered so the fleet's pauses spread out); the workers that did get tasks, and those
+        whose pause ended, answer the next. Its poll and its children's
+        news still wake it meanwhile, so a task waits at most a poll interval, as without LISTEN.
+        """
+        if time.monotonic() < self._deaf_until:
+            return False
+        self.news()
+        self._notified, self._poll_interval = True, poll_interval
+        return True
 
     def can_start(self) -> bool:
         """Whether a claim may start now: none is under way, and none failed a moment ago."""
@@ -103,6 +129,7 @@ class Claimer:
         self._used = True
         self._wanted = wanted
         self._news_at_start, self.started_at = self._news, timezone.now()
+        self._claim_on_notification, self._notified = self._notified, False
         groups = self.caps.groups(self.queues, self._holding()) if self.caps else None
         prepare = self._may_prepare()
 
@@ -149,6 +176,13 @@ class Claimer:
             raise
         logger.debug("claimed count=%d wanted=%d", len(claimed), self._wanted)
         self.caps.note(claimed)
+        if claimed:
+            # Halved, not forgotten: a worker that wins one task in ten still sits most out.
+            self._deaf_seconds /= 2
+        elif self._claim_on_notification:
+            doubled = max(self.DEAF_FIRST, 2 * self._deaf_seconds)
+            self._deaf_seconds = min(self._poll_interval, doubled)
+            self._deaf_until = time.monotonic() + self._deaf_seconds * random.uniform(0.5, 1.0)
         if len(claimed) < self._wanted:
             # Nothing more was due: look again on news, or at once if news came in while the
             # claim ran (a task enqueued after its snapshot).

@@ -36,6 +36,7 @@ import uuid
 
 from django.db import DatabaseError
 
+from jobs import transports
 from jobs.conf import jobs_settings
 from jobs.db import first_line, forget_queries, retry_on_database_error
 from jobs.models import Task
@@ -45,7 +46,6 @@ from jobs.worker.claimer import Claimer
 from jobs.worker.completer import Completer
 from jobs.worker.leases import LeaseKeeper
 from jobs.worker.maintenance_runner import MaintenanceRunner
-from jobs.worker.notify import Listener
 from jobs.worker.pool import ChildPool
 from jobs.worker.queue_caps import QueueCaps, cap_problem
 
@@ -82,7 +82,7 @@ class Worker:
         self.poll_interval = poll_interval or jobs_settings.POLL_INTERVAL
         self.grace = jobs_settings.SHUTDOWN_GRACE if grace is None else grace
         self.worker_id = make_worker_id()
-        self.listener = Listener()
+        self.listener = transports.listener(self.queues)
         self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
         # Monotonic time the grace ends; set with the first stop request (``stop``), never unset.
         self._stop_deadline: float | None = None
@@ -220,6 +220,7 @@ class Worker:
             logger.exception("shutdown bookkeeping failed worker_id=%s", self.worker_id)
         self.pool.close()
         self.listener.close()
+        self.maintenance.close()  # before unregister: the next leader need not wait its lease
         if self._selector_now is not None:
             self._selector_now.close()
         try:
@@ -374,13 +375,15 @@ class Worker:
         events = self._selector(listen_fd).select(timeout)
         if any(key.data is None for key, _ in events):
             os.read(self._wakeup_read, 64)
+        news = not events or any(key.data and key.data[0] == "child" for key, _ in events)
         if any(key.data == ("listen", None) for key, _ in events):
             queues = self.listener.drain()
             logger.debug("woken queues=%s", ",".join(sorted(queues)))
+            news = self.claimer.notified(self.poll_interval) or news  # see Claimer.notified
         self.pool.handle_ready(
             [key.data[1] for key, _ in events if key.data and key.data[0] == "child"]
         )
-        return not events or any(key.data is not None for key, _ in events)
+        return news
 
     def _selector(self, listen_fd):
         """What ``_wait`` waits on, kept between calls: registering two descriptors per child

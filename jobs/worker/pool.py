@@ -21,7 +21,7 @@ from jobs import transitions
 from jobs.conf import jobs_settings
 from jobs.db import first_line
 from jobs.execution import executor
-from jobs.worker import losses
+from jobs.worker import connection_slots, losses
 from jobs.worker.child import Child, StopReason, start_child
 from jobs.worker.wire import Claimed
 
@@ -70,6 +70,7 @@ class ChildPool:
         self.async_last = False  # whether the last task sent to a child was async
 
     def start(self):
+        connection_slots.prepare(self.concurrency)  # JOBS_CHILD_CONNECTIONS, before any fork
         for _ in range(self.concurrency):
             self.children.append(self._spawn())
 

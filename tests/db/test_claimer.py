@@ -123,6 +123,47 @@ def test_a_full_rate_window_wakes_the_worker_when_it_ends(claimer):
     assert not claimer.rate_held()
 
 
+def test_a_claim_on_a_notification_that_found_nothing_lets_the_next_ones_pass(claimer):
+    """One NOTIFY reaches the whole idle fleet: the workers that claimed nothing sit out."""
+    claimer.DEAF_FIRST = 0.4  # long enough that a loaded machine is still within the pause
+    assert claim(claimer, 5) == []  # idle: nothing more until news
+    assert claimer.notified(poll_interval=1.0)
+    assert claim(claimer, 5) == []  # the notification's task went to another worker
+    assert not claimer.notified(poll_interval=1.0)  # within the pause (0.2..0.4 s)
+    assert not claimer.may_find_more
+    claimer.news()  # a child finished, a poll: still claims
+    assert claimer.may_find_more
+    assert claim(claimer, 5) == []  # not the notification's claim: the pause stays as it was
+    assert claimer._deaf_seconds == claimer.DEAF_FIRST
+    time.sleep(claimer.DEAF_FIRST)
+    assert claimer.notified(poll_interval=1.0)
+    assert claim(claimer, 5) == []
+    assert claimer._deaf_seconds == 2 * claimer.DEAF_FIRST  # doubled
+    time.sleep(2 * claimer.DEAF_FIRST)
+    assert claimer.notified(poll_interval=1.0)
+    TaskFactory()
+    assert len(claim(claimer, 5)) == 1
+    assert claimer._deaf_seconds == claimer.DEAF_FIRST  # halved by a claim that took a task
+    assert claimer.notified(poll_interval=1.0)  # and no pause
+
+
+def test_the_pause_never_outlasts_the_poll_interval(claimer):
+    claim(claimer, 5)
+    for _ in range(8):
+        claimer._deaf_until = 0.0
+        assert claimer.notified(poll_interval=0.2)
+        assert claim(claimer, 5) == []
+    assert claimer._deaf_seconds == 0.2
+    assert claimer._deaf_until - time.monotonic() <= 0.2
+
+
+def test_news_without_a_notification_never_starts_a_pause(claimer):
+    claim(claimer, 5)
+    claimer.news()  # a child finished
+    assert claim(claimer, 5) == []
+    assert claimer.notified(poll_interval=1.0)  # no pause: the empty claim was not on one
+
+
 def test_a_listener_whose_probe_came_back_says_its_sessions_are_kept(postgres_only):
     """What lets the claim thread prepare its claim without a prepare_threshold: the probe's
     NOTIFY came back on a connection made as the task table's (through a pooler in transaction

@@ -192,3 +192,17 @@ def span(seconds):
     started = time.time()
     time.sleep(seconds)
     return [started, time.time(), os.getpid()]
+
+
+@task(max_attempts=1)
+def effect_then_sleep(key, seconds):
+    """Use the database first, then hold the connection while sleeping (the connection cap)."""
+    SideEffect.objects.create(key=key)
+    time.sleep(seconds)
+
+
+@task(max_attempts=1, timeout=1)
+def effect_then_hang(key):
+    """Hold a database connection until the timeout kills the child."""
+    SideEffect.objects.create(key=key)
+    time.sleep(10**6)

@@ -6,6 +6,7 @@ import logging
 import pytest
 from django.db import OperationalError
 
+from jobs.maintenance import locks
 from jobs.maintenance import rounds as maintenance_rounds
 from jobs.worker.maintenance_runner import MaintenanceRunner
 
@@ -26,12 +27,30 @@ def rounds(monkeypatch, settings):
     settings.JOBS_MAINTENANCE_INTERVAL = INTERVAL
     done = []
     monkeypatch.setattr(maintenance_rounds, "run", lambda *, worker_id: done.append(worker_id))
+    # This worker leads unless a test says otherwise (the lease itself: tests/db/test_leader_lock).
+    monkeypatch.setattr(locks, "hold_lock", lambda *args, **kwargs: leading[0])
+    leading[:] = [True]
     return done
 
 
+leading = [True]
+
+
 def retry(operation, what, **options):
-    assert what == "maintenance"
+    assert what in ("maintenance", "maintenance leader")
     return operation()
+
+
+def test_a_worker_that_does_not_lead_skips_the_round(rounds):
+    clock = Clock()
+    runner = MaintenanceRunner("host:1:abc", retry=retry, clock=clock)
+    leading[0] = False
+    runner.run_if_due()
+    assert rounds == []
+    clock.now += INTERVAL
+    leading[0] = True  # the leader's lease lapsed: this worker took it
+    runner.run_if_due()
+    assert rounds == ["host:1:abc"]
 
 
 def test_a_round_runs_when_due_and_not_before(rounds):
