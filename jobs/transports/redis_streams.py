@@ -61,6 +61,10 @@ def publish(url: str, queue: str, ids: list[str]) -> None:
 class RedisListener:
     """The worker's side: the same face as ``jobs.worker.notify.Listener``."""
 
+    # Nothing proven of the task database's sessions (no LISTEN probe): the claim is prepared
+    # only where the database OPTIONS set a prepare_threshold (jobs.worker.claimer).
+    keeps_sessions = False
+
     def __init__(self, url: str, queues):
         self.url = url
         self.queues = list(queues)
