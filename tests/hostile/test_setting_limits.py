@@ -115,6 +115,9 @@ ACCEPTED = {
     "MAX_MEMORY_PER_CHILD": {"none"},
     "METRICS_TOKEN": {"none"},
     "LISTEN_DATABASE": {"none"},  # the task table's own connection
+    "LEADER_LEASE_SECONDS": {"none"},  # four maintenance intervals
+    "CHILD_CONNECTIONS": {"none"},  # no cap: every child may hold one
+    "TRANSPORT": {"none"},  # the database's own notifications
     "AUTO_PRUNE": {"true"},
     "DEFAULT_QUEUE": {"text"},
 }
