@@ -21,3 +21,6 @@ TASKS = {"default": {"BACKEND": "jobs.backends.DatabaseBackend", "QUEUES": ["def
 _threshold = os.environ.get("JOBS_BENCH_PREPARE_THRESHOLD")
 if _threshold and "postgresql" in DATABASES["default"]["ENGINE"]:
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = int(_threshold)
+
+# benchmarks/transports.py: the transport under measurement (None: the database).
+JOBS_TRANSPORT = os.environ.get("JOBS_TRANSPORT") or None

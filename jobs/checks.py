@@ -15,7 +15,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from jobs import limits, sql
+from jobs import limits, sql, transports
 from jobs.conf import DEFAULTS, jobs_settings
 from jobs.maintenance.periodic import from_settings, unstorable
 from jobs.maintenance.pruning import retention
@@ -65,7 +65,28 @@ def check_settings(app_configs, **kwargs):
                     id="jobs.E002",
                 )
             )
+    errors.extend(check_transport())
     return errors
+
+
+def check_transport():
+    """jobs.E050: JOBS_TRANSPORT names no transport, or its client library is missing."""
+    try:
+        backend, _url = transports.parse(jobs_settings.TRANSPORT)
+    except ValueError as exc:
+        return [checks.Error(str(exc), id="jobs.E050")]
+    if backend == "redis":
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            return [
+                checks.Error(
+                    "JOBS_TRANSPORT names Redis but redis-py is not installed.",
+                    hint="pip install 'django-jobs-queue[redis]'",
+                    id="jobs.E050",
+                )
+            ]
+    return []
 
 
 @checks.register(TAG)

@@ -32,6 +32,8 @@ DEFAULTS = {
     # table's own. Name a direct connection when that one goes through a pooler in transaction
     # mode (PgBouncer): LISTEN cannot work there, and without it the worker polls.
     "LISTEN_DATABASE": None,
+    # How workers learn of new tasks: None / "database", or a Redis URL (jobs.transports).
+    "TRANSPORT": None,
     "CONCURRENCY": 4,
     # The highest --concurrency / JOBS_CONCURRENCY a worker accepts (see jobs.limits).
     "MAX_CONCURRENCY": 256,

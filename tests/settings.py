@@ -49,6 +49,8 @@ for _name in (
 if "JOBS_CHILD_CONNECTIONS" in os.environ:
     JOBS_CHILD_CONNECTIONS = int(os.environ["JOBS_CHILD_CONNECTIONS"])
 JOBS_POLL_INTERVAL = float(os.environ.get("JOBS_POLL_INTERVAL", 0.2))
+# A broker for the transport tests (tests/process/test_transports.py); None: the database.
+JOBS_TRANSPORT = os.environ.get("JOBS_TRANSPORT") or None
 JOBS_BACKOFF_BASE = 0.2
 JOBS_BACKOFF_MAX = 2.0
 JOBS_DATABASE_RETRY_SECONDS = float(os.environ.get("JOBS_DATABASE_RETRY_SECONDS", 10.0))

@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 
-from jobs import signals
+from jobs import signals, transports
 from jobs.backends import DatabaseBackend
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
@@ -160,6 +160,7 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
         for start in range(0, len(rows), batch_size):
             insert_many(template, rows[start : start + batch_size], using=using)
     ids = [task_id for task_id, _ in rows]
+    transports.announce_on_commit(template["queue"], ids, using=using)
     if ids and signals.task_enqueued.has_listeners(Task):
         for created in Task.objects.using(using).filter(pk__in=ids).iterator():
             created.created = True
@@ -317,6 +318,7 @@ def create_task(
     task = new_task(values, payload, using=using)
     task.created = True
     task.replaced = False
+    transports.announce_on_commit(task.queue, [task.pk], using=using)
     # Only when someone listens: an on-commit callback per enqueue is not free.
     if signals.task_enqueued.has_listeners(Task):
         signals.send_on_commit(signals.task_enqueued, task)

@@ -36,6 +36,7 @@ import uuid
 
 from django.db import DatabaseError
 
+from jobs import transports
 from jobs.conf import jobs_settings
 from jobs.db import first_line, forget_queries, retry_on_database_error
 from jobs.models import Task
@@ -45,7 +46,6 @@ from jobs.worker.claimer import Claimer
 from jobs.worker.completer import Completer
 from jobs.worker.leases import LeaseKeeper
 from jobs.worker.maintenance_runner import MaintenanceRunner
-from jobs.worker.notify import Listener
 from jobs.worker.pool import ChildPool
 from jobs.worker.queue_caps import QueueCaps, cap_problem
 
@@ -82,7 +82,7 @@ class Worker:
         self.poll_interval = poll_interval or jobs_settings.POLL_INTERVAL
         self.grace = jobs_settings.SHUTDOWN_GRACE if grace is None else grace
         self.worker_id = make_worker_id()
-        self.listener = Listener()
+        self.listener = transports.listener(self.queues)
         self._stop_requested = 0  # signals received: 1 = finish within grace, 2 = stop now
         # Monotonic time the grace ends; set with the first stop request (``stop``), never unset.
         self._stop_deadline: float | None = None
