@@ -7,19 +7,32 @@ boot id and the pid namespace match ours, since a pid means nothing across boots
 namespaces. Each reading is taken twice, DEATH_CONFIRM_SECONDS apart, before a worker is called
 dead, so a /proc read racing a fork or an exec never rescues a live worker's tasks.
 
-Not yet wired into the worker loop: the Worker row does not store the boot id, namespace and
-start time yet, and nothing calls confirmed_dead (issue 16, item 1, is still open).
+Every worker watches the others of its host (``PeerWatch``, from its main loop every
+``CHECK_INTERVAL``): one query for the rows of live workers of its boot and pid namespace, a
+/proc read for each, and ``jobs.transitions.rescue_dead`` for those confirmed dead, so the
+tasks of a SIGKILLed worker run again within about a second instead of after their lease. A
+worker on another host is still rescued only when its lease lapses.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import DatabaseError
+
+from jobs import transitions
+from jobs.db import first_line
+from jobs.models import Worker as WorkerRecord
+
+logger = logging.getLogger(__name__)
+
 PROC = Path("/proc")
+CHECK_INTERVAL = 0.5  # seconds between two looks at the other workers of this host
 DEATH_CONFIRM_SECONDS = 0.4
 # /proc/PID/stat field 22 (starttime, clock ticks since boot); field 3 is the state.
 STARTTIME_FIELD = 22
@@ -142,3 +155,49 @@ def confirmed_dead(
         return []
     sleep(confirm_seconds)
     return [wid for wid in first if looks_dead(*candidates[wid], proc)]
+
+
+class PeerWatch:
+    """Rescue the tasks of the workers of this host that died, checked every CHECK_INTERVAL."""
+
+    def __init__(self, worker_id: str, *, retry, clock=time.monotonic, proc: Path = PROC):
+        """Write through ``retry(operation, what, **options)``, retried on database faults."""
+        self.worker_id, self._retry, self._clock, self._proc = worker_id, retry, clock, proc
+        self._here = this_host(proc)  # None: /proc tells nothing, so nothing is ever judged
+        self._next_check = 0.0
+
+    def next_at(self) -> float:
+        """When (``clock`` time) the next check is due; never, where /proc says nothing."""
+        return self._next_check if self._here is not None else float("inf")
+
+    def check_if_due(self) -> int:
+        """Rescue the tasks of this host's dead workers if a check is due; how many."""
+        if self._here is None or self._clock() < self._next_check:
+            return 0
+        self._next_check = self._clock() + CHECK_INTERVAL
+        try:
+            peers = self._retry(self._peers, "read workers of this host", deadline_seconds=1.0)
+            if not peers:  # alone on this host (the common case): one query, nothing more
+                return 0
+            dead = confirmed_dead(peers, proc=self._proc)
+            if not dead:
+                return 0
+            logger.warning("workers found dead worker_ids=%s", ",".join(sorted(dead)))
+            return self._retry(
+                lambda: transitions.rescue_dead(dead), "rescue dead workers", deadline_seconds=1.0
+            )
+        except DatabaseError as exc:
+            logger.warning("dead workers not checked error=%r", first_line(exc))
+            return 0
+
+    def _peers(self) -> dict[str, tuple[int, int]]:
+        here = self._here
+        assert here is not None
+        rows = WorkerRecord.objects.filter(
+            stopped_at__isnull=True, boot_id=here.boot_id, pid_namespace=here.pid_namespace
+        ).exclude(pk=self.worker_id)
+        return {
+            wid: (pid, start)
+            for wid, pid, start in rows.values_list("pk", "pid", "process_start")
+            if start is not None
+        }
