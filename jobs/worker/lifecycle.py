@@ -200,7 +200,8 @@ class Worker:
                     return
                 self.leases.heartbeat()
                 self.maintenance.run_if_due()
-                self.peers.check_if_due()
+                if self.peers.check_if_due():
+                    self.claimer.news()  # the rescued tasks are due now: claim them at once
                 self._claim()
                 self.claimer.plan_wake(idle=bool(pool.idle()) and not pool.waiting())
             if self._wait(self._wait_timeout()):
