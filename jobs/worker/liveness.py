@@ -164,7 +164,7 @@ class PeerWatch:
         """Write through ``retry(operation, what, **options)``, retried on database faults."""
         self.worker_id, self._retry, self._clock, self._proc = worker_id, retry, clock, proc
         self._here = this_host(proc)  # None: /proc tells nothing, so nothing is ever judged
-        self._next_check = 0.0
+        self._next_check = clock() + CHECK_INTERVAL  # the first, once the worker is up
 
     def next_at(self) -> float:
         """When (``clock`` time) the next check is due; never, where /proc says nothing."""
