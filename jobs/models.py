@@ -355,6 +355,12 @@ class Worker(models.Model):
     id = models.CharField(primary_key=True, max_length=100)  # host:pid:random
     hostname = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
+    # What a worker on the same host needs to prove this one dead from /proc
+    # (jobs.worker.liveness): a pid is judged only within one boot and one pid namespace, and
+    # the start time (clock ticks since boot) tells a reused pid. Null where /proc says nothing.
+    boot_id = models.CharField(max_length=64, blank=True, default="")
+    pid_namespace = models.BigIntegerField(null=True, blank=True)
+    process_start = models.BigIntegerField(null=True, blank=True)
     queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
     queue_caps = models.JSONField(
         default=dict,

@@ -22,7 +22,7 @@ from django.utils import timezone
 from jobs import signals, sql, states
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
 from jobs.error_records import ErrorRecord, unstorable_error
-from jobs.models import Task
+from jobs.models import Task, Worker
 from jobs.states import Status
 from jobs.worker import notify
 
@@ -426,30 +426,55 @@ def rescue_expired(*, now=None) -> int:
     now = now or timezone.now()
     rescued = 0
     for task in Task.objects.stale(now):
-        error = ErrorRecord(
-            user_message="The worker running this task stopped unexpectedly.",
-            exception="jobs.exceptions.WorkerLost",
-            message=f"lease of worker {task.worker_id!r} expired at {task.lease_expires_at}",
-            transient=True,
-        )
-        exhausted = task.attempts >= task.max_attempts
-        transition = states.RESCUE_EXHAUSTED if exhausted else states.RESCUE
-        values = {
-            "last_error": error.user_message,
-            "error_details": [*task.error_details, error.as_entry(task, now)],
-            "lease_expires_at": None,
-        }
-        values.update({"finished_at": now} if exhausted else {"run_after": now})
-        rows = Task.objects.filter(pk=task.pk, lease_expires_at=task.lease_expires_at)
-        if _apply(transition, rows, values, now):
-            rescued += 1
-            task.refresh_from_db()
-            signals.send_status(task)
-            logger.warning(
-                "task rescued task_id=%s name=%s worker_id=%s outcome=%s",
-                task.pk,
-                task.name,
-                task.worker_id,
-                transition.target,
-            )
+        message = f"lease of worker {task.worker_id!r} expired at {task.lease_expires_at}"
+        guard = Task.objects.filter(pk=task.pk, lease_expires_at=task.lease_expires_at)
+        rescued += _rescue(task, guard, message, now)
     return rescued
+
+
+def rescue_dead(worker_ids, *, now=None) -> int:
+    """Return the tasks of workers proven dead (``jobs.worker.liveness``) to the queue at once.
+
+    A worker on the same host saw their pids gone, so their leases need not lapse first. Each
+    row is guarded by its worker and its attempt, so a task already rescued and claimed again
+    is left alone. The dead workers' rows are removed: nothing of them is left to judge.
+    """
+    now = now or timezone.now()
+    pids = dict(Worker.objects.filter(pk__in=list(worker_ids)).values_list("pk", "pid"))
+    rescued = 0
+    for task in Task.objects.running().filter(worker_id__in=list(pids)):
+        message = f"worker {task.worker_id!r} died (pid {pids[task.worker_id]} gone)"
+        guard = Task.objects.filter(pk=task.pk, worker_id=task.worker_id, attempts=task.attempts)
+        rescued += _rescue(task, guard, message, now)
+    Worker.objects.filter(pk__in=list(pids)).delete()
+    return rescued
+
+
+def _rescue(task: Task, guard, message: str, now) -> int:
+    """Retry ``task`` (or fail it, its attempts spent) if ``guard`` still selects it; 1 if so."""
+    error = ErrorRecord(
+        user_message="The worker running this task stopped unexpectedly.",
+        exception="jobs.exceptions.WorkerLost",
+        message=message,
+        transient=True,
+    )
+    exhausted = task.attempts >= task.max_attempts
+    transition = states.RESCUE_EXHAUSTED if exhausted else states.RESCUE
+    values = {
+        "last_error": error.user_message,
+        "error_details": [*task.error_details, error.as_entry(task, now)],
+        "lease_expires_at": None,
+    }
+    values.update({"finished_at": now} if exhausted else {"run_after": now})
+    if not _apply(transition, guard, values, now):
+        return 0
+    task.refresh_from_db()
+    signals.send_status(task)
+    logger.warning(
+        "task rescued task_id=%s name=%s worker_id=%s outcome=%s",
+        task.pk,
+        task.name,
+        task.worker_id,
+        transition.target,
+    )
+    return 1

@@ -12,7 +12,8 @@ from jobs.models import EventCounter, Task
 
 RETRIED, FAILED, RESCUED = "retried", "failed", "rescued"  # not a status: event names
 EVENTS = (RETRIED, FAILED, RESCUED)
-# What ``transitions.rescue_expired`` records as the error of a task whose worker vanished.
+# What ``transitions.rescue_expired`` and ``rescue_dead`` record as the error of a task whose
+# worker vanished.
 WORKER_LOST = "jobs.exceptions.WorkerLost"
 
 

@@ -33,6 +33,7 @@ from jobs.maintenance import pausing
 from jobs.models import Task
 from jobs.models import Worker as WorkerRecord
 from jobs.states import Status
+from jobs.worker import liveness
 from jobs.worker.child import StopReason
 
 logger = logging.getLogger(__name__)
@@ -97,10 +98,14 @@ class LeaseKeeper:
 
     def _create_row(self):
         hostname, pid, _ = self.worker_id.rsplit(":", 2)
+        here = liveness.this_host()
         WorkerRecord.objects.create(
             id=self.worker_id,
             hostname=hostname,
             pid=int(pid),
+            boot_id=here.boot_id if here else "",
+            pid_namespace=here.pid_namespace if here else None,
+            process_start=liveness.own_start_time(),
             queues=self.queues,
             queue_caps=self.queue_caps,
             concurrency=self.concurrency,

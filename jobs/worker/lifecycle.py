@@ -45,6 +45,7 @@ from jobs.worker import warmup
 from jobs.worker.claimer import Claimer
 from jobs.worker.completer import Completer
 from jobs.worker.leases import LeaseKeeper
+from jobs.worker.liveness import PeerWatch
 from jobs.worker.maintenance_runner import MaintenanceRunner
 from jobs.worker.pool import ChildPool
 from jobs.worker.queue_caps import QueueCaps, cap_problem
@@ -123,6 +124,7 @@ class Worker:
             drain=self.drain,
         )
         self.maintenance = MaintenanceRunner(self.worker_id, retry=self._retry)
+        self.peers = PeerWatch(self.worker_id, retry=self._retry)  # dead workers of this host
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -199,6 +201,8 @@ class Worker:
                     return
                 self.leases.heartbeat()
                 self.maintenance.run_if_due()
+                if self.peers.check_if_due():
+                    self.claimer.news()  # the rescued tasks are due now: claim them at once
                 self._claim()
                 self.claimer.plan_wake(idle=bool(pool.idle()) and not pool.waiting())
             if self._wait(self._wait_timeout()):
@@ -350,7 +354,7 @@ class Worker:
         if deadline is not None:
             timeout = min(timeout, max(0.0, deadline - now))
         if not self._stop_requested:
-            timeout = min(timeout, max(0.0, self.leases.next_at() - now))
+            timeout = min(timeout, max(0.0, min(self.leases.next_at(), self.peers.next_at()) - now))
             # Held successes are written when a claim may start, with it or on their own
             # (``_claim``): waking for them while a claim runs, or pauses after a fault, only
             # spun the loop (measured: the supervisor busy the whole of every claim longer than

@@ -5,10 +5,10 @@ from django.utils import timezone
 
 from jobs import states, transitions
 from jobs.error_records import ErrorRecord
-from jobs.models import Task
+from jobs.models import Task, Worker
 from jobs.states import Status
 from jobs.transitions import CancelOutcome
-from tests.factories import TaskFactory
+from tests.factories import TaskFactory, WorkerFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -150,6 +150,34 @@ def test_rescue_expired_returns_stale_tasks_and_fails_exhausted_ones():
     assert exhausted.status == Status.FAILED
     assert exhausted.error_details[-1]["exception"] == "jobs.exceptions.WorkerLost"
     assert healthy.status == Status.RUNNING
+
+
+def test_rescue_dead_returns_the_dead_workers_tasks_and_removes_its_row():
+    dead, alive = WorkerFactory(pid=4242), WorkerFactory()
+    retry = TaskFactory(running=True, worker_id=dead.pk, attempts=1, max_attempts=3)
+    exhausted = TaskFactory(running=True, worker_id=dead.pk, attempts=3, max_attempts=3)
+    # Rescued already and claimed again by another worker: a later attempt, untouched.
+    taken_over = TaskFactory(running=True, worker_id=alive.pk, attempts=2)
+    other = TaskFactory(running=True, worker_id=alive.pk)
+    assert transitions.rescue_dead([dead.pk, "never-registered"]) == 2
+    for task in (retry, exhausted, taken_over, other):
+        task.refresh_from_db()
+    assert retry.status == Status.RETRYING
+    assert retry.lease_expires_at is None
+    assert exhausted.status == Status.FAILED
+    last = retry.error_details[-1]
+    assert last["exception"] == "jobs.exceptions.WorkerLost"
+    assert last["message"] == f"worker {dead.pk!r} died (pid 4242 gone)"
+    assert taken_over.status == other.status == Status.RUNNING
+    assert not Worker.objects.filter(pk=dead.pk).exists()
+    assert Worker.objects.filter(pk=alive.pk).exists()
+
+
+def test_rescue_dead_of_nothing_does_nothing():
+    task = TaskFactory(running=True, worker_id="w")
+    assert transitions.rescue_dead([]) == 0
+    task.refresh_from_db()
+    assert task.status == Status.RUNNING
 
 
 def test_nothing_outside_transitions_and_claiming_writes_status():

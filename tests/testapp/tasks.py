@@ -206,3 +206,21 @@ def effect_then_hang(key):
     """Hold a database connection until the timeout kills the child."""
     SideEffect.objects.create(key=key)
     time.sleep(10**6)
+
+
+@task(max_attempts=3)
+def ticks_to_file(path, key, seconds):
+    """Run ``seconds``, appending "start", a "tick" every 50 ms, and "end" lines to ``path``
+    (event, key, pid, time): when each run of a task lived, to prove two never overlapped."""
+    pid = os.getpid()
+
+    def note(event):
+        with open(path, "a") as out:
+            out.write(f"{event} {key} {pid} {time.time():.6f}\n")
+
+    note("start")
+    end = time.time() + seconds
+    while time.time() < end:
+        time.sleep(0.05)
+        note("tick")
+    note("end")
