@@ -43,7 +43,11 @@ def _problem_text(problem: health.Problem) -> str:
 
 
 def _healthy_text(verdict: health.Health) -> str:
-    queues = f"{verdict.queues} queue{'' if verdict.queues == 1 else 's'} within limits"
+    queues = (
+        f"{verdict.queues} queue{'' if verdict.queues == 1 else 's'} within limits"
+        if verdict.queues
+        else "no tasks queued"
+    )
     # Healthy means a worker beat lately: the verdict has its age.
     beat = seconds_text(max(1, round(verdict.heartbeat_age or 0)))
     return f"Healthy: {queues}, last worker heartbeat {beat} ago."

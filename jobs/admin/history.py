@@ -99,7 +99,7 @@ def _common(found, period, request, *, name=None) -> dict:
         "periods": [(key, LABELS[key], urlencode({**extra, "history": key})) for key in PERIODS],
         "from": moment_text(found.slots[0]),
         "slot": seconds_text(found.slot_seconds),
-        "rolled_until": moment_text(found.rolled_until),
+        "rolled_until": moment_text(found.rolled_until) if found.rolled_until else None,
     }
 
 

@@ -51,6 +51,15 @@ def test_a_healthy_system_says_so_in_one_line():
     assert said["more"] == said["paused"] == []
 
 
+def test_a_healthy_system_without_tasks_does_not_count_zero_queues():
+    WorkerFactory()
+    said = banner.banner()
+    assert said["level"] == "ok"
+    assert re.fullmatch(
+        r"Healthy: no tasks queued, last worker heartbeat \d+ s ago\.", said["headline"]
+    )
+
+
 def test_a_paused_queue_is_shown_as_paused_not_unhealthy():
     WorkerFactory()
     TaskFactory(queue="emails", run_after=timezone.now() - timedelta(days=1))

@@ -55,6 +55,7 @@ def test_the_dashboard_charts_each_queue_and_task_type_with_links(viewer, now):
     rollups.catch_up(now=now)
     page = viewer.get(reverse(DASHBOARD)).content.decode()
     assert 'id="jobs-history"' in page
+    assert "which count tasks up to 20" in page  # a moment, once the rollups have run
     assert page.count('class="jobs-h-succeeded"') >= 2  # the whole chart and a queue's
     assert 'data-key="imports"' in page
     assert "<script>alert(1)" not in page
@@ -69,6 +70,8 @@ def test_the_dashboard_charts_each_queue_and_task_type_with_links(viewer, now):
 def test_a_week_without_tasks_draws_empty_charts(viewer):
     page = viewer.get(reverse(DASHBOARD), {"history": "week"}).content.decode()
     assert "No task finished in the last week." in page
+    assert "which have counted nothing yet" in page  # before the first rollup: no "up to —"
+    assert "up to —" not in page
     assert 'aria-label="Tasks finished per 1 h, 168 slots, at most 1 in one"' in page
     bad = viewer.get(reverse(DASHBOARD), {"history": "year\x00" + "x" * 5000})
     assert 'data-period="hour"' in bad.content.decode()
