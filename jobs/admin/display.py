@@ -58,6 +58,11 @@ def status_badge(status: str, *, cancel_requested: bool = False, note: str = "")
     )
 
 
+# The one mark of an empty field on every jobs admin page, as moment_text() writes it; Django's
+# default ("-") would show both on one page.
+EMPTY = "—"
+
+
 class FullWidthChangeList:
     """A ModelAdmin mixin: its list uses the page's whole width, without Django's navigation
     sidebar (the breadcrumbs lead back). At 1,280 px the sidebar and the filters left the task

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from jobs.admin import scheduled
-from jobs.admin.display import FullWidthChangeList
+from jobs.admin.display import EMPTY, FullWidthChangeList
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.admin.schedule_form import CHANGED_MEANWHILE, FIELDS, ScheduleForm
 from jobs.exceptions import PayloadError, UnknownTaskError
@@ -44,6 +44,7 @@ DECLARED = ["name", "task", "cron", "interval_seconds", "time_zone"]
 
 
 class ScheduleAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
+    empty_value_display = EMPTY
     list_display = [
         "name",
         "task",
@@ -133,7 +134,7 @@ class ScheduleAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
     @admin.display(description="Last task")
     def last_task(self, obj):
         if obj.last_task_id is None:
-            return "-"
+            return EMPTY
         try:
             url = reverse("admin:jobs_task_change", args=[obj.last_task_id])
         except NoReverseMatch:

@@ -44,6 +44,7 @@ class TaskChangeList(ChangeList):
 
 
 class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
+    empty_value_display = display.EMPTY
     list_display = [
         "name_display",
         "summary_display",

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from jobs.admin.display import FullWidthChangeList
+from jobs.admin.display import EMPTY, FullWidthChangeList
 from jobs.admin.inputs import HostileInputAdmin
 from jobs.conf import jobs_settings
 from jobs.humanize import moment_text, seconds_text
@@ -73,6 +73,7 @@ class WorkerChangeList(ChangeList):
 
 
 class WorkerAdmin(FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin):
+    empty_value_display = EMPTY
     list_display = [
         "hostname",
         "pid",

@@ -175,6 +175,13 @@ def test_saving_the_detail_form_is_refused(operator):
     assert task.status == Status.RUNNING
 
 
+def test_empty_fields_show_one_mark(operator):
+    task = TaskFactory()  # pending: no owner, error, start or finish yet
+    page = operator.get(reverse("admin:jobs_task_change", args=[task.pk])).content.decode()
+    assert '<div class="readonly">—</div>' in page
+    assert '<div class="readonly">-</div>' not in page  # Django's own default mark
+
+
 def test_add_is_not_offered(operator):
     assert operator.get(reverse("admin:jobs_task_add")).status_code == 403
 

@@ -268,7 +268,7 @@
     setBadge(value("status_badge"), data);
     setCut(value("progress_display"), data.progress, data.progress_title);
     setText(value("attempts_display"), data.attempts);
-    setText(value("last_error"), data.last_error || "-");
+    setText(value("last_error"), data.last_error || "\u2014");
     Object.keys(data.actions).forEach(function (name) {
       var item = document.querySelector('[data-live-action="' + name + '"]');
       if (item) item.hidden = !data.actions[name];
