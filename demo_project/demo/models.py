@@ -106,6 +106,7 @@ class Notification(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     text = models.CharField(max_length=500)
     succeeded = models.BooleanField(default=True)
+    cancelled = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
     shown_at = models.DateTimeField(null=True, blank=True)
 

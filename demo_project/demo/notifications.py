@@ -29,8 +29,13 @@ def notify_owner(sender, task, status, **kwargs):
     if kind is None or task.owner_id is None:
         return
     what = task.summary or f"Your {kind}"
-    text = f"{what} {VERBS.get(status, status)}: {status_text(task)}"
-    Notification.objects.create(user_id=task.owner_id, text=text, succeeded=status == "succeeded")
+    text = notification_text(what, status, status_text(task))
+    Notification.objects.create(
+        user_id=task.owner_id,
+        text=text,
+        succeeded=status == "succeeded",
+        cancelled=status == "cancelled",
+    )
     if kind != "import":
         return  # no need to read the owner: a bulk cancel of reports is one INSERT per task
     owner = task.owner
@@ -43,24 +48,32 @@ def notify_owner(sender, task, status, **kwargs):
         )
 
 
+def notification_text(what: str, status: str, detail: str) -> str:
+    """ "Report A is done.", "Report B failed: <why>.", "Report C was cancelled by ops.": the
+    status line only where it says more than the verb ("Done." and "Cancelled." do not)."""
+    verb = VERBS.get(status, status)
+    if detail in ("Done.", "Cancelled."):
+        return f"{what} {verb}."
+    if status == "cancelled" and detail.startswith("Cancelled by "):
+        return f"{what} {verb}{detail.removeprefix('Cancelled')}"
+    return f"{what} {verb}: {detail}"
+
+
 # More unread notifications of one kind than this become one summary banner ("20,000 tasks
 # cancelled"): a bulk action in the admin must not bury the owner's next page.
 SHOWN_ONE_BY_ONE = 3
-# status_text() of a cancelled task is "Cancelled." or "Cancelled by <operator>.", so a
-# cancellation's text always holds this.
-CANCELLED_MARK = f" {VERBS['cancelled']}: Cancelled"
 KINDS = [
     # (kind, which unread notifications, level, summary)
     ("done", Q(succeeded=True), messages.SUCCESS, "{n} tasks done"),
     (
         "cancelled",
-        Q(succeeded=False, text__contains=CANCELLED_MARK),
+        Q(cancelled=True),
         messages.WARNING,
         "{n} tasks cancelled",
     ),
     (
         "failed",
-        Q(succeeded=False) & ~Q(text__contains=CANCELLED_MARK),
+        Q(succeeded=False, cancelled=False),
         messages.WARNING,
         "{n} tasks failed: see My tasks for what went wrong",
     ),
@@ -79,9 +92,12 @@ def show_unread(request, user, *, now=None):
         return
     # Only what exists now: a notification written meanwhile waits for the next page.
     unread = unread.filter(pk__lte=newest)
-    counts = unread.aggregate(**{kind: Count("pk", filter=which) for kind, which, *_ in KINDS})
+    # Named apart from the fields: an aggregate called "cancelled" would shadow the column.
+    counts = unread.aggregate(
+        **{f"{kind}_count": Count("pk", filter=which) for kind, which, *_ in KINDS}
+    )
     for kind, which, level, summary in KINDS:
-        n = counts[kind]
+        n = counts[f"{kind}_count"]
         if n > SHOWN_ONE_BY_ONE:
             messages.add_message(request, level, summary.format(n=f"{n:,}"), fail_silently=True)
         elif n:

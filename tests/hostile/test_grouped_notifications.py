@@ -51,18 +51,24 @@ def test_cancelling_thousands_of_an_owners_tasks_shows_one_summary_banner():
 def test_a_few_of_a_kind_are_shown_as_they_are_and_many_are_counted():
     owner = MemberFactory(username="owner")
     texts = {
-        "done": ["Report A is done: Done.", "Report B is done: Done."],
-        "failed": [f"Report {i} failed: Something went wrong." for i in range(5)],
-        "cancelled": ["Report C was cancelled: Cancelled."],
+        "done": ["Report A is done.", "Report B is done: Report ready."],
+        "failed": [
+            *(f"Report {i} failed: Something went wrong." for i in range(4)),
+            "Report E failed: The export it read was cancelled.",  # still a failure
+        ],
+        "cancelled": ["Report C was cancelled.", "Report D was cancelled by ops."],
     }
     for kind, kind_texts in texts.items():
         for text in kind_texts:
-            Notification.objects.create(user=owner, text=text, succeeded=kind == "done")
+            Notification.objects.create(
+                user=owner, text=text, succeeded=kind == "done", cancelled=kind == "cancelled"
+            )
     client = Client()
     client.force_login(owner)
     assert banners(client) == [
-        "Report A is done: Done.",
-        "Report B is done: Done.",
-        "Report C was cancelled: Cancelled.",
+        "Report A is done.",
+        "Report B is done: Report ready.",
+        "Report C was cancelled.",
+        "Report D was cancelled by ops.",
         "5 tasks failed: see My tasks for what went wrong",
     ]
