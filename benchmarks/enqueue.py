@@ -216,6 +216,14 @@ def parts(plain) -> dict[str, list[str]]:
         for name, definition in cursor.fetchall():
             statement = definition.replace(" ON public.jobs_task ", f" ON {SCRATCH} ")
             found[f"trigger {name}"] = [statement]
+        # The foreign keys (owner, cancelled_by): each is a trigger of PostgreSQL's own per row.
+        cursor.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = 'jobs_task'::regclass AND contype = 'f' ORDER BY conname"
+        )
+        for name, definition in cursor.fetchall():
+            statement = f"ALTER TABLE {SCRATCH} ADD CONSTRAINT {name}_cost {definition}"
+            found[f"foreign key {name.split('_fk_')[0].removeprefix('jobs_task_')}"] = [statement]
     return found
 
 
