@@ -143,21 +143,14 @@ def plain_one(plain, template: Template, count: int, table="jobs_task") -> float
 # In bulk ---------------------------------------------------------------------------------------
 
 
-def jobs_bulk(count: int, *, copy=True) -> float:
-    """``enqueue_many`` of ``count`` tasks; ``copy=False``: by its INSERT, as before COPY."""
+def jobs_bulk(count: int) -> float:
     from benchmarks.tasks import noop
     from benchmarks.workers import empty
-    from jobs.tasks.inserting import statements
 
     empty()
-    built = statements("default")
-    before, built.copy = built.copy, copy
-    try:
-        started = time.perf_counter()
-        noop.enqueue_many([(n,) for n in range(count)])
-        return count / (time.perf_counter() - started)
-    finally:
-        built.copy = before
+    started = time.perf_counter()
+    noop.enqueue_many([(n,) for n in range(count)])
+    return count / (time.perf_counter() - started)
 
 
 def copy_rows(plain, template: Template, count: int, table="jobs_task") -> float:
@@ -344,10 +337,7 @@ def main():
         interleave("one at a time", kinds, args.rounds)
     if "bulk" in only:
         kinds = {
-            "jobs `enqueue_many` (COPY)": lambda: jobs_bulk(args.bulk),
-            "jobs `enqueue_many` by INSERT … SELECT unnest (before)": lambda: jobs_bulk(
-                args.bulk, copy=False
-            ),
+            "jobs `enqueue_many`": lambda: jobs_bulk(args.bulk),
             "plain `COPY` into jobs_task": lambda: copy_rows(plain, template, args.bulk),
             "plain `COPY` into (id, payload), primary key only": lambda: copy_floor(
                 plain, args.bulk

@@ -424,7 +424,6 @@ class Inserts:
         self.many = self.one
         self.native_params = False  # whether the driver adapts uuid, str, int, datetime as is
         self.server_binding = None  # a cursor class that binds on the server, if any
-        self.copy = False  # whether many rows go by COPY (its statements: the dialect's)
 
 
 _unique_held: dict[type, str] = {}  # by the class of the connection: one per database

@@ -7,7 +7,6 @@ given a cursor, run their statement and return what their docstring says.
 """
 
 import json
-import struct
 from datetime import datetime
 
 from jobs.db import server_binding_cursor
@@ -175,11 +174,10 @@ def inserts(connection, set_by_enqueue) -> common.Inserts:
     # A deferred import: the PostgreSQL driver is an optional dependency.
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
-    if is_psycopg3:  # psycopg2 binds on the client only, and has no copy()
+    if is_psycopg3:  # psycopg2 binds on the client only
         from django.db.backends.postgresql.base import ServerBindingCursor
 
         built.server_binding = ServerBindingCursor
-        built.copy = True
     # Many rows: the ids and the payloads travel as two newline-separated texts, split by the
     # server. JSON text from json.dumps never holds a raw newline, and one long string costs
     # the driver one escape, where an array of 5,000 costs 5,000.
@@ -192,72 +190,17 @@ def inserts(connection, set_by_enqueue) -> common.Inserts:
         f"INSERT INTO {built.table} ({built.columns}) SELECT {many} FROM unnest("
         "string_to_array(%s, E'\\n'), string_to_array(%s, E'\\n')) AS u(id, payload)"
     )
-    # COPY: ids and payloads first, then every other column, the same in every row, written
-    # once per call by PostgreSQL itself (``COPY (SELECT ...) TO STDOUT``, each cast to its
-    # column's type, as binary COPY wants the type exactly).
-    quote = connection.ops.quote_name
-    rest = [field for field in Task._meta.concrete_fields if field.name not in ("id", "payload")]
-    built.copy_tail = "COPY (SELECT {}) TO STDOUT (FORMAT BINARY)".format(
-        ", ".join(
-            f"CAST({built.literals.get(field.name, '%s')} AS {field.db_type(connection)})"
-            for field in rest
-        )
-    )
-    built.copy_in = "COPY {} ({}, {}, {}) FROM STDIN (FORMAT BINARY)".format(
-        built.table, quote("id"), quote("payload"), ", ".join(quote(f.column) for f in rest)
-    )
     return built
 
 
 def insert_many(cursor, connection, built: common.Inserts, constant: dict, rows):
-    """INSERT ``rows`` of (id, payload JSON text), other columns from ``constant`` (by field
-    name): one COPY on psycopg 3 (``COPY_ROWS`` or more rows), else one statement."""
+    """INSERT ``rows`` of (id, payload JSON text) in one statement, other columns from
+    ``constant`` (by field name)."""
+    ids = "\n".join(task_id.hex for task_id, _ in rows)
+    payloads = "\n".join(text for _, text in rows)
+    # The parameters in the order of their placeholders: columns first, then unnest's.
     params = [constant[f.name] for f in built.variable if f.name not in ("id", "payload")]
-    if not built.copy or len(rows) < COPY_ROWS:
-        ids = "\n".join(task_id.hex for task_id, _ in rows)
-        payloads = "\n".join(text for _, text in rows)
-        # The parameters in the order of their placeholders: columns first, then unnest's.
-        cursor.execute(built.many, [*params, ids, payloads])
-        return
-    with connection.wrap_database_errors:
-        raw = cursor.cursor
-        tail = bytearray()
-        with raw.copy(built.copy_tail, params) as copy:
-            for data in copy:
-                tail += data
-        # The binary tuple of the constant columns: past the header (19 bytes) and the field
-        # count (2), before the trailer (2). Binary, so that PostgreSQL parses no text of them
-        # per row (as text, 26 columns parsed per row made COPY slower than the INSERT).
-        constant = bytes(tail[21:-2])
-        start = FIELDS.pack(len(Task._meta.concrete_fields)) + ID_LENGTH
-        pack = LENGTH.pack
-        with raw.copy(built.copy_in) as copy:
-            copy.write(COPY_HEADER)
-            chunk = []
-            for task_id, text in rows:
-                payload = text.encode()
-                chunk.append(
-                    b"".join(
-                        (start, task_id.bytes, pack(len(payload) + 1), JSONB_V1, payload, constant)
-                    )
-                )
-            copy.write(b"".join(chunk))
-            copy.write(COPY_TRAILER)
-
-
-# COPY's binary format (https://www.postgresql.org/docs/current/sql-copy.html): a header, then
-# per row its field count and each field as its length and bytes (jsonb: version 1 and the
-# text), then the trailer.
-COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
-COPY_TRAILER = b"\xff\xff"
-FIELDS = struct.Struct("!h")
-LENGTH = struct.Struct("!i")
-ID_LENGTH = LENGTH.pack(16)
-JSONB_V1 = b"\x01"
-
-# Below this many rows, the INSERT (one round trip) costs less than COPY (two: its constant
-# columns, then the rows); measured by benchmarks/enqueue.py.
-COPY_ROWS = 50
+    cursor.execute(built.many, [*params, ids, payloads])
 
 
 # Reading --------------------------------------------------------------------------------------

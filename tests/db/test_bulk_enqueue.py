@@ -91,14 +91,14 @@ def test_enqueue_many_sends_task_enqueued_per_task(django_capture_on_commit_call
     assert sorted(received) == sorted(ids)
 
 
-# Text that COPY's text format, SQL quoting or the driver's placeholders would read specially.
+# Text that SQL quoting, COPY or the driver's placeholders would read specially.
 AWKWARD = [
     "back\\slash", "\\N", "\\.", "\\", "tab\there", "new\nline", "cr\rx", "quote'\"", "é ☃ 𝄞",
     "%s %(x)s %%", "{}", "\\t\\n",
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("count", [3, 120])  # one INSERT; COPY on PostgreSQL (COPY_ROWS)
+@pytest.mark.parametrize("count", [3, 120])
 def test_enqueue_many_stores_every_column_as_enqueue_does(count):
     owner = UserFactory()
     options = {
