@@ -98,14 +98,12 @@ class Template:
     def lines(self, count: int) -> tuple[list[uuid.UUID], str]:
         """``count`` rows in COPY text, each with its own id and payload, the rest the same."""
         ids = [uuid.uuid4() for _ in range(count)]
-        before = "\t".join(self.line[: self.id_at])
         fields = list(self.line)
         out = []
         for n, task_id in enumerate(ids):
             fields[self.id_at] = task_id.hex
             fields[self.payload_at] = f'{{"args": [{n}], "kwargs": {{}}}}'
             out.append("\t".join(fields))
-        del before
         return ids, "\n".join(out) + "\n"
 
 
