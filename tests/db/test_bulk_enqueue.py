@@ -1,5 +1,7 @@
 """Bulk enqueue: jobs.enqueue_many and TaskDefinition.enqueue_many."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import transaction
 
@@ -87,3 +89,35 @@ def test_enqueue_many_sends_task_enqueued_per_task(django_capture_on_commit_call
     finally:
         signals.task_enqueued.disconnect(handler)
     assert sorted(received) == sorted(ids)
+
+
+# Text that SQL quoting, COPY or the driver's placeholders would read specially.
+AWKWARD = [
+    "back\\slash", "\\N", "\\.", "\\", "tab\there", "new\nline", "cr\rx", "quote'\"", "é ☃ 𝄞",
+    "%s %(x)s %%", "{}", "\\t\\n",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("count", [3, 120])
+def test_enqueue_many_stores_every_column_as_enqueue_does(count):
+    owner = UserFactory()
+    options = {
+        "queue": "bulk", "priority": -3, "owner": owner, "summary": "a\\b\t'c' %s \\N",
+        "max_attempts": 4, "delay": 60, "expires_in": 3600, "rate_limit": "5/m",
+        "rate_key": "r'\\%",
+    }  # fmt: skip
+    calls = [([text, n], {"k\\": text}) for n in range(count) for text in AWKWARD][:count]
+    ids = add.using(**options).enqueue_many(calls)
+    one = add.using(**options).enqueue(*calls[0][0], **calls[0][1]).record
+    stored = {task.pk: task for task in Task.objects.filter(pk__in=ids)}
+    assert [stored[pk].payload for pk in ids] == [
+        {"args": args, "kwargs": kwargs} for args, kwargs in calls
+    ]
+    moments = {"id", "payload", "created_at", "updated_at", "run_after", "expires_at"}
+    names = [field.attname for field in Task._meta.concrete_fields if field.name not in moments]
+    expected = {name: getattr(Task.objects.get(pk=one.pk), name) for name in names}
+    for task in stored.values():
+        assert {name: getattr(task, name) for name in names} == expected
+        for moment in ("run_after", "expires_at"):  # each call takes its time: a little apart
+            later = getattr(task, moment) - task.created_at
+            assert abs(later - (getattr(one, moment) - one.created_at)) < timedelta(seconds=1)
