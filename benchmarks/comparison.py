@@ -30,8 +30,9 @@ def compare(
 ):  # fmt: skip
     """Parse the command line, drain each kind ``--runs`` times, print the report.
 
-    ``kinds_of(args)`` returns ``{name: {"task": ..., "enqueue": ...}}``, two kinds, the
-    reference first (the keywords of ``benchmarks.workers.drain``).
+    ``kinds_of(args)`` returns ``{name: {"task": ..., "enqueue": ..., "env": ...}}``, two kinds
+    or more, the reference first (the keywords of ``benchmarks.workers.drain``): the ratio is
+    the second's to the reference's, and each further kind's is reported beside it.
     """
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--database", default=os.environ.get("DATABASE_URL", ""))
@@ -63,8 +64,11 @@ def compare(
         )
     for kind, values in cpu.items():
         report.add(f"worker CPU per task, {kind}", values, "µs")
-    reference, other = kinds
+    reference, other, *more = kinds
     ratios = [o / r for r, o in zip(rates[reference], rates[other], strict=True)]
     report.add(f"{other} / {reference}, run by run", ratios, "", target, "{:.2f}")
+    for kind in more:  # the kinds beyond the second: each against the reference too
+        theirs = [o / r for r, o in zip(rates[reference], rates[kind], strict=True)]
+        report.add(f"{kind} / {reference}, run by run", theirs, "", "", "{:.2f}")
     print(f"\nmedian ratio {statistics.median(ratios):.2f}")
     print("\n" + report.markdown())

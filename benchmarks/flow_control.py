@@ -8,6 +8,11 @@ children) twice, the kinds interleaved so that both see the same machine: withou
 spread over ``--keys`` concurrency keys at limit 1 (issue 14's target: at least half the rate
 without). Medians and min..max of ``--runs`` runs, and the ratio of each run's pair.
 
+``--floor 12`` adds a third kind, interleaved with the two: the tasks without a key, drained by
+a worker whose claims ask for at most 96 (``JOBS_BATCH_SIZE`` 12), about what a claim of the
+keyed drain takes (one task per key). It shows what claims of that size cost with no key logic
+at all: a bound for any design that keeps the claim of keyed tasks plain (docs/performance.md).
+
     .venv/bin/python benchmarks/flow_control.py rate --database postgres://...
 
 Rate limits, two figures. Starts per second achieved against the limit: ``--workers`` burst
@@ -175,18 +180,27 @@ def main():
     if sys.argv[1:2] == ["rate"]:
         rate_main()
         return
-    compare(
-        __doc__,
-        lambda args: {
+
+    def kinds(args):
+        found = {
             "no key": {},
             f"{args.keys} keys at limit 1": {"enqueue": enqueue_keyed(args.keys)},
-        },
-        runs=3,
-        target="≥ 0.50",
-        add_arguments=lambda parser: parser.add_argument(
-            "--keys", type=int, default=100, help="concurrency keys, limit 1 each"
-        ),
-    )
+        }
+        if args.floor:
+            claims = f"no key, claims of at most {8 * args.floor}"
+            found[claims] = {"env": {"JOBS_BENCH_BATCH_SIZE": str(args.floor)}}
+        return found
+
+    def add_arguments(parser):
+        parser.add_argument("--keys", type=int, default=100, help="concurrency keys, limit 1 each")
+        parser.add_argument(
+            "--floor", type=int, default=0,
+            help="also drain the tasks without a key, the worker's JOBS_BATCH_SIZE set to this "
+            "(its claims ask for at most 8 times as many): what claims of the keyed drain's "
+            "size cost with no key logic",
+        )  # fmt: skip
+
+    compare(__doc__, kinds, runs=3, target="≥ 0.50", add_arguments=add_arguments)
 
 
 if __name__ == "__main__":

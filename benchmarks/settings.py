@@ -24,3 +24,8 @@ if _threshold and "postgresql" in DATABASES["default"]["ENGINE"]:
 
 # benchmarks/transports.py: the transport under measurement (None: the database).
 JOBS_TRANSPORT = os.environ.get("JOBS_TRANSPORT") or None
+
+# benchmarks/flow_control.py --floor: the workers' JOBS_BATCH_SIZE, so that their claims ask for
+# at most about 8 times that many tasks (a batch for each of 4 children, and as many at hand).
+if os.environ.get("JOBS_BENCH_BATCH_SIZE"):
+    JOBS_BATCH_SIZE = int(os.environ["JOBS_BENCH_BATCH_SIZE"])

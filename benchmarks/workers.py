@@ -64,8 +64,10 @@ def empty():
                 cursor.execute(f"DELETE FROM {table}")
 
 
-def start_workers(count: int, *, concurrency: int, burst: bool, log_level: str) -> list:
-    env = {**os.environ, "JOBS_LOG_LEVEL": log_level, "PYTHONUNBUFFERED": "0"}
+def start_workers(
+    count: int, *, concurrency: int, burst: bool, log_level: str, env: dict | None = None
+) -> list:
+    env = {**os.environ, "JOBS_LOG_LEVEL": log_level, "PYTHONUNBUFFERED": "0", **(env or {})}
     log_dir = ROOT / "var"
     log_dir.mkdir(exist_ok=True)
     command = [sys.executable, str(ROOT / "manage.py"), "runworker", "--queues", "bench"]
@@ -137,10 +139,14 @@ def enqueue_bulk(count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-def drain(count: int, workers: int, concurrency: int, log_level: str, task="noop", enqueue=None):
+def drain(
+    count: int, workers: int, concurrency: int, log_level: str, task="noop", enqueue=None,
+    env=None,
+):  # fmt: skip
     """Run ``count`` queued tasks with ``workers`` runworker processes; return rate and memory.
 
-    ``enqueue(count)`` queues them, if given (by default ``task.enqueue_many``)."""
+    ``enqueue(count)`` queues them, if given (by default ``task.enqueue_many``); ``env``: more
+    environment for the workers."""
     from django.db.models import Max, Min
 
     from benchmarks import tasks
@@ -151,7 +157,9 @@ def drain(count: int, workers: int, concurrency: int, log_level: str, task="noop
         getattr(tasks, task).enqueue_many([(n,) for n in range(count)])
     else:
         enqueue(count)
-    processes = start_workers(workers, concurrency=concurrency, burst=True, log_level=log_level)
+    processes = start_workers(
+        workers, concurrency=concurrency, burst=True, log_level=log_level, env=env
+    )
     sampler = MemorySampler(processes)
     sampler.start()
     try:

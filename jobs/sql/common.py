@@ -53,9 +53,10 @@ def due_condition(connection, queue_count: int) -> str:
 CLAIM_ORDER = "priority DESC, run_after, created_at, id"
 
 
-def claim_keys(connection, queue_count: int, *, lateral: bool, indexed_by: str = "") -> str:
+def claim_keys(connection, queue_count: int, *, indexed_by: str = "") -> str:
     """CTEs ending in ``hopeful``: the concurrency keys a claim tries, each with the limit of
-    its next due row. Parameters: now, now, *queues, limit.
+    its next due row. Parameters: now, now, *queues, limit. SQLite's (PostgreSQL's, with one
+    probe per key, is ``jobs.sql.postgresql._claim_keys``).
 
     ``keys`` skips from key to key in the partial index of waiting keyed rows, one probe per
     key (a loose index scan, as a recursive CTE: the statement starts ``WITH RECURSIVE``),
@@ -82,19 +83,13 @@ def claim_keys(connection, queue_count: int, *, lateral: bool, indexed_by: str =
             ORDER BY {CLAIM_ORDER} LIMIT 1
         """
 
-    if lateral:  # PostgreSQL: one index probe per key, the row's columns at once
-        row = next_due("id, concurrency_limit, priority, run_after, created_at")
-        firsts = f"""firsts AS (
-            SELECT keys.claim_key, next_due.* FROM keys CROSS JOIN LATERAL ({row}) AS next_due
-            WHERE keys.claim_key IS NOT NULL
-        )"""
-    else:  # SQLite, which has no LATERAL: the next row's id, then the row by its id
-        firsts = f"""firsts AS (
-            SELECT ids.claim_key, task.* FROM (
-                SELECT claim_key, ({next_due("id")}) AS first_id
-                FROM keys WHERE claim_key IS NOT NULL
-            ) AS ids JOIN {table} AS task ON task.id = ids.first_id
-        )"""
+    # SQLite has no LATERAL: the next row's id, then the row by its id.
+    firsts = f"""firsts AS (
+        SELECT ids.claim_key, task.* FROM (
+            SELECT claim_key, ({next_due("id")}) AS first_id
+            FROM keys WHERE claim_key IS NOT NULL
+        ) AS ids JOIN {table} AS task ON task.id = ids.first_id
+    )"""
     return f"""
         keys(claim_key) AS (
             SELECT min(concurrency_key) FROM {keyed}
@@ -106,17 +101,22 @@ def claim_keys(connection, queue_count: int, *, lateral: bool, indexed_by: str =
             ) FROM keys WHERE keys.claim_key IS NOT NULL
         ),
         {firsts},
-        hopeful AS (
+        {hopeful(connection)}
+    """
+
+
+def hopeful(connection) -> str:
+    """The CTE ``hopeful`` of ``claim_keys``, from ``firsts``; parameter: limit."""
+    return f"""hopeful AS (
             SELECT first.claim_key, first.concurrency_limit AS claim_limit, first.id AS first_id
             FROM firsts AS first
             WHERE first.concurrency_limit > (
-                SELECT count(*) FROM {table}
+                SELECT count(*) FROM {task_table(connection)}
                 WHERE concurrency_key = first.claim_key AND status = '{states.Status.RUNNING}'
             )
             ORDER BY first.priority DESC, first.run_after, first.created_at, first.id
             LIMIT %s
-        )
-    """
+        )"""
 
 
 def keyed_pick(connection, queue_count: int) -> str:

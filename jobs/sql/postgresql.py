@@ -9,6 +9,7 @@ given a cursor, run their statement and return what their docstring says.
 import json
 from datetime import datetime
 
+from jobs import states
 from jobs.db import server_binding_cursor
 from jobs.models import Task
 from jobs.sql import common
@@ -32,6 +33,49 @@ def _window(period: str) -> str:
 _RATE_ROOM = "jobs_rate_room(rate_key, rate_limit, rate_period, %s::timestamptz)"
 
 
+def _claim_keys(connection, queue_count: int) -> str:
+    """CTEs ending in ``hopeful``, as ``common.claim_keys`` (SQLite's) but with one index probe
+    per key where that has three. Parameters: now, now, *queues (three times), limit.
+
+    ``heads`` skips from key to key in the partial index of waiting keyed rows (a loose index
+    scan, as a recursive CTE) and takes at each step the key's first row in that index, whose
+    order is the claim order within the key: its next due row, if that one is due (``due``,
+    true for nearly every key), so ``firsts`` probes again only the keys whose first waiting row
+    is not due (delayed, of another queue, paused, expired). Where each step read the next key,
+    then (``firsts``) its next due row, and (``allowed``) that row again, a keyed claim beside
+    10,000 waiting rows over 100 keys spent most of its key machinery in those probes
+    (docs/performance.md). ``hopeful`` is ``common.claim_keys``'s.
+    """
+    table = common.task_table(connection)
+    waiting = f"status IN ({common.quoted_statuses(states.CLAIM.sources)})"
+    due = common.due_condition(connection, queue_count)
+    columns = "concurrency_key, id, concurrency_limit, priority, run_after, created_at"
+    key_order = f"concurrency_key, {common.CLAIM_ORDER}"
+    head = f"SELECT {columns}, ({due}) AS due FROM {table}"
+    return f"""
+        heads(claim_key, id, concurrency_limit, priority, run_after, created_at, due) AS (
+            ({head} WHERE concurrency_key IS NOT NULL AND {waiting} ORDER BY {key_order} LIMIT 1)
+            UNION ALL
+            SELECT next_head.* FROM heads CROSS JOIN LATERAL (
+                {head} WHERE concurrency_key > heads.claim_key AND {waiting}
+                ORDER BY {key_order} LIMIT 1
+            ) AS next_head
+        ),
+        firsts AS (
+            SELECT claim_key, id, concurrency_limit, priority, run_after, created_at
+            FROM heads WHERE due
+            UNION ALL
+            SELECT heads.claim_key, next_due.* FROM heads CROSS JOIN LATERAL (
+                SELECT id, concurrency_limit, priority, run_after, created_at FROM {table}
+                WHERE concurrency_key = heads.claim_key AND {due}
+                ORDER BY {common.CLAIM_ORDER} LIMIT 1
+            ) AS next_due
+            WHERE heads.due IS NOT TRUE
+        ),
+        {common.hopeful(connection)}
+    """
+
+
 def _claim_ctes(connection, queue_count: int) -> str:
     # The pick is a MATERIALIZED CTE: as a plain ``IN (subquery)`` the planner may run the
     # ``SKIP LOCKED`` subquery more than once and claim more rows than ``LIMIT``. So are the
@@ -46,6 +90,9 @@ def _claim_ctes(connection, queue_count: int) -> str:
     # due condition is checked on the row as locked (``FOR UPDATE`` reads its latest
     # version), so a row another claim took meanwhile is passed over; ``LIMIT 1`` keeps it out
     # of the lookup.
+    # ``allowed``: a key with room for one takes its next due row, found already (``first_id``,
+    # in this statement's snapshot, as ``keyed_pick`` would find it again); only a key with more
+    # room reads its rows in order.
     table = common.task_table(connection)
     pick = f"""
         SELECT locked.id FROM (
@@ -59,15 +106,18 @@ def _claim_ctes(connection, queue_count: int) -> str:
         LIMIT %s
     """
     return f"""
-        {common.claim_keys(connection, queue_count, lateral=True)},
+        {_claim_keys(connection, queue_count)},
         rooms AS MATERIALIZED (
-            SELECT claim_key, jobs_claim_room(claim_key, claim_limit) AS room FROM hopeful
+            SELECT claim_key, first_id, jobs_claim_room(claim_key, claim_limit) AS room
+            FROM hopeful
         ),
         allowed AS MATERIALIZED (
+            SELECT first_id AS id FROM rooms WHERE room = 1
+            UNION ALL
             SELECT keyed.id FROM rooms CROSS JOIN LATERAL (
                 {common.keyed_pick(connection, queue_count)} LIMIT rooms.room
             ) AS keyed
-            WHERE rooms.room > 0
+            WHERE rooms.room > 1
         ),
         {common.rate_ctes(connection, queue_count, lateral=True, window=_window, room=_RATE_ROOM)},
         candidates AS MATERIALIZED ({common.claim_candidates(connection, queue_count)}),
@@ -82,7 +132,7 @@ def _claim_ctes(connection, queue_count: int) -> str:
 
 
 def claim_sql(connection, queue_count: int) -> str:
-    """Claim due rows; parameters: ``common.claim_params``.
+    """Claim due rows; parameters: ``claim_params``.
 
     Returns ``(id, attempts, name, backend, row)`` per claimed task, in claim order (sorted
     here, not in Python), ``row`` the whole row as JSON text, as a child gets it.
@@ -129,8 +179,16 @@ def claim_tasks(cursor, connection, **values) -> list[tuple]:
     Returns ``(id, attempts, name, backend, row JSON text)`` per task, highest priority first.
     """
     sql = claim_sql(connection, len(values["queues"]))
-    cursor.execute(sql, common.claim_params(connection, **values))
+    cursor.execute(sql, claim_params(connection, **values))
     return cursor.fetchall()
+
+
+def claim_params(connection, **values) -> list:
+    """The parameters of ``claim_sql``: ``common.claim_params``, after the due condition's
+    twice more (``_claim_keys`` reads it three times where ``common.claim_keys`` reads it once)."""
+    params = common.claim_params(connection, **values)
+    due = params[: 2 + len(values["queues"])]
+    return [*due, *due, *params]
 
 
 def is_busy(exc: Exception) -> bool:

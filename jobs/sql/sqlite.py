@@ -67,7 +67,7 @@ def _rate_ctes(connection, queue_count: int) -> str:
 
 
 def claim_sql(connection, queue_count: int) -> str:
-    """Claim due rows; parameters: ``common.claim_params``.
+    """Claim due rows; parameters: ``claim_params``.
 
     Returns ``(id, attempts, name, backend, priority, run_after, created_at, row)`` per claimed
     task, in no
@@ -86,7 +86,7 @@ def claim_sql(connection, queue_count: int) -> str:
     # computed once: inlined, its count ran again for every row read. The UPDATE finds its rows
     # by primary key: ``+status`` keeps the guard off the status index, through which SQLite
     # otherwise read every waiting row.
-    keys = common.claim_keys(connection, queue_count, lateral=False, indexed_by=_KEYED)
+    keys = common.claim_keys(connection, queue_count, indexed_by=_KEYED)
     return f"""
         WITH RECURSIVE {keys},
         rooms AS MATERIALIZED (
@@ -125,13 +125,16 @@ def claim_cursor(connection, *, prepare: bool = False):
     return connection.cursor()
 
 
+claim_params = common.claim_params  # the parameters of ``claim_sql``, in order
+
+
 def claim_tasks(cursor, connection, **values) -> list[tuple]:
     """Claim due rows (``values``: the keywords of ``common.claim_params``).
 
     Returns ``(id, attempts, name, backend, row JSON text)`` per task, highest priority first.
     """
     sql = claim_sql(connection, len(values["queues"]))
-    cursor.execute(sql, common.claim_params(connection, **values))
+    cursor.execute(sql, claim_params(connection, **values))
     rows = cursor.fetchall()
     # Highest priority first, then longest due, then enqueue order (``common.claim_pick``;
     # datetimes as stored sort as they read, and so do the ids' hex texts).

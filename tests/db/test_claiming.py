@@ -7,7 +7,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.models import Task
-from jobs.sql import common, postgresql
+from jobs.sql import postgresql
 from jobs.states import Status
 from tests import helpers
 from tests.factories import TaskFactory
@@ -100,7 +100,7 @@ def test_claim_query_uses_the_partial_index_with_many_finished_rows(postgres_onl
     TaskFactory.create_batch(5)
     claim = postgresql.claim_sql(connection, 0)
     now = timezone.now()
-    params = common.claim_params(
+    params = postgresql.claim_params(
         connection, now=now, queues=[], limit=10, worker_id="w", lease_expires_at=now
     )
     with connection.cursor() as cursor:
@@ -126,7 +126,7 @@ def test_claim_locks_its_candidates_by_primary_key_when_statistics_lag(postgres_
         TaskFactory.create_batch(100, queue="q", concurrency_key=f"k{key}", concurrency_limit=1)
     statement = postgresql.claim_sql(connection, 1)
     now = timezone.now()
-    params = common.claim_params(
+    params = postgresql.claim_params(
         connection, now=now, queues=["q"], limit=100, worker_id="w", lease_expires_at=now
     )
     with connection.cursor() as cursor:

@@ -7,7 +7,7 @@ from django.db import connections
 from django.utils import timezone
 
 from jobs.exceptions import PayloadError
-from jobs.models import Task
+from jobs.models import Task, TaskPause
 from jobs.states import Status
 from jobs.tasks.definition import TaskOptionError
 from jobs.tasks.django_api import InvalidTask
@@ -84,6 +84,24 @@ def test_a_task_not_due_yet_does_not_count_and_is_not_claimed():
     TaskFactory(concurrency_key="k", concurrency_limit=1, run_after=later)
     now_task = TaskFactory(concurrency_key="k", concurrency_limit=1)
     assert [task.pk for task in claim("w", 10, lease_seconds=30)] == [now_task.pk]
+
+
+def test_a_key_whose_first_waiting_rows_cannot_start_starts_its_next_due_one():
+    # The key's first waiting rows in claim order are not due for this claim: on PostgreSQL
+    # the claim's walk of the keys then looks again for the key's next due row.
+    now = timezone.now()
+    earlier, later = now - timezone.timedelta(minutes=5), now + timezone.timedelta(hours=1)
+    same = {"concurrency_key": "k", "concurrency_limit": 1, "queue": "q"}
+    TaskFactory(priority=9, run_after=later, **same)  # not due yet
+    TaskFactory(priority=8, run_after=earlier, expires_at=earlier, **same)  # expired
+    TaskFactory(priority=7, run_after=earlier, **{**same, "queue": "other"})  # another queue
+    TaskFactory(priority=6, run_after=earlier, name="tests.testapp.tasks.paused", **same)
+    TaskPause.objects.create(name="tests.testapp.tasks.paused")  # a paused task type
+    due = TaskFactory(priority=1, run_after=earlier, **same)
+    TaskFactory(priority=0, run_after=earlier, **same)  # due too, but the key is full
+    only_first = TaskFactory(concurrency_key="m", concurrency_limit=1, queue="q", run_after=earlier)
+    claimed = claim("w", 10, queues=["q"], lease_seconds=30, now=now)
+    assert {task.pk for task in claimed} == {due.pk, only_first.pk}
 
 
 def test_options_from_either_declaration_and_from_using():

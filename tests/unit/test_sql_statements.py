@@ -20,7 +20,7 @@ SETTINGS = {
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 # Every name each module of statements defines (see jobs.sql).
 INTERFACE = (
-    "NAME", "LISTENS", "ONE_WRITER", "CHECK_LIBRARY", "claim_sql",
+    "NAME", "LISTENS", "ONE_WRITER", "CHECK_LIBRARY", "claim_sql", "claim_params",
     "claim_tasks", "is_busy", "succeed_attempts", "release_attempts", "inserts", "insert_many",
     "percentiles_sql", "LAST_EXCEPTION", "planner_rows", "listen_sql",
 )  # fmt: skip
@@ -57,7 +57,7 @@ def test_every_database_module_defines_the_same_names(module):
 def test_the_claim_takes_as_many_parameters_as_it_has_placeholders(dialect_and_connection, queues):
     module, connection = dialect_and_connection
     claim = module.claim_sql(connection, len(queues))
-    params = common.claim_params(
+    params = module.claim_params(
         connection, now=NOW, queues=queues, limit=5, worker_id="w", lease_expires_at=NOW
     )
     # "%%s" is a literal "%s" (strftime's), not a placeholder.
