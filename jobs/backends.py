@@ -65,6 +65,7 @@ __all__ = [  # Django's names too, whichever line provides them (jobs.tasks.djan
 
 STATUS_MAP: dict[str, TaskResultStatus] = {
     Status.PENDING: TaskResultStatus.READY,
+    Status.BLOCKED: TaskResultStatus.READY,
     Status.RETRYING: TaskResultStatus.READY,
     Status.RUNNING: TaskResultStatus.RUNNING,
     Status.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
