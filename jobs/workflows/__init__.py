@@ -14,4 +14,9 @@ an outcome also releases or cancels what waited for it, and completes its workfl
 from jobs.workflows.api import batch, cancel_workflow, chain, retry_workflow
 from jobs.workflows.progress import Progress, progress
 
-__all__ = ["Progress", "batch", "cancel_workflow", "chain", "progress", "retry_workflow"]
+workflow_progress = progress  # as ``jobs.workflow_progress``
+
+__all__ = [
+    "Progress", "batch", "cancel_workflow", "chain", "progress", "retry_workflow",
+    "workflow_progress",
+]  # fmt: skip

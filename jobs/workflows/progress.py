@@ -39,7 +39,7 @@ class Progress:
 
     @property
     def text(self) -> str:
-        """"7 of 10 done, 1 failed": for the person waiting."""
+        """ "7 of 10 done, 1 failed": for the person waiting."""
         parts = [f"{self.done:,} of {self.total:,} done"]
         if self.failed:
             parts.append(f"{self.failed:,} failed")
