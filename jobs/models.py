@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.conf import jobs_settings
-from jobs.states import CLAIMABLE, TERMINAL, Status
+from jobs.states import CLAIMABLE, TERMINAL, Status, WorkflowStatus
 
 CLAIMABLE_STATUSES = sorted(CLAIMABLE)
 # The rows that hold their unique key (``Task.unique_while``): waiting ones that never started,
@@ -66,11 +66,7 @@ class Workflow(models.Model):
         CHAIN = "chain", "Chain"
         BATCH = "batch", "Batch"
 
-    class State(models.TextChoices):
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"  # a member failed or was cancelled
-        CANCELLED = "cancelled", "Cancelled"  # cancelled as a whole
+    State = WorkflowStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     kind = models.CharField(max_length=8, choices=Kind.choices)

@@ -22,6 +22,16 @@ class Status(models.TextChoices):
     BLOCKED = "blocked", "Blocked"
 
 
+class WorkflowStatus(models.TextChoices):
+    """A workflow's (``jobs.models.Workflow``): running until every member has finished, then
+    succeeded, or failed (a member failed or was cancelled); cancelled as a whole."""
+
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
 TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
 # Statuses a worker may claim from, once ``run_after`` has passed.
 CLAIMABLE = frozenset({Status.PENDING, Status.RETRYING})

@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from jobs import signals, sql, states
+from jobs import signals, sql, states, transports
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
 from jobs.error_records import ErrorRecord, unstorable_error
 from jobs.models import Task, Worker, Workflow
@@ -252,7 +252,7 @@ def _settle(rows, now):
     """Release, cancel or complete what waits for ``rows`` (just final), in this transaction."""
     waited_for = [row for row in rows if row[1] is not None or row[3]]
     if waited_for:
-        from jobs.workflows import settling  # it calls back into this module
+        from jobs.workflows import settling  # a cycle: it calls this module
 
         settling.settle(waited_for, now=now)
 
@@ -571,8 +571,6 @@ def unblock_many(task_ids, *, now=None, passed=None) -> int:
     rows = Task.objects.filter(pk__in=list(task_ids))
     moved = _apply_many(states.UNBLOCK, rows, {}, now)
     if moved:
-        from jobs import transports  # it imports the task model's users
-
         queues = rows.filter(status=states.UNBLOCK.target).values_list("queue", "pk")
         by_queue: dict[str, list] = {}
         for queue, task_id in queues:

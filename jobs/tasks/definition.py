@@ -19,6 +19,7 @@ from typing import Any
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.tasks import registry
+from jobs.tasks.dependencies import ON_DEPENDENCY_FAILURE, dependency_ids
 from jobs.tasks.django_api import DjangoTask, InvalidTask
 from jobs.tasks.payload import check_delay, check_int, check_name
 from jobs.tasks.rates import MAX_RATE_KEY_LENGTH, Rate, RateError, parse_rate, queue_key, queue_rate
@@ -160,8 +161,6 @@ class JobsTask(DjangoTask):
             )
 
     def _check_dependencies(self):
-        from jobs.tasks.dependencies import ON_DEPENDENCY_FAILURE, dependency_ids
-
         policy = self.on_dependency_failure
         if policy is not None and (
             not isinstance(policy, str) or policy not in ON_DEPENDENCY_FAILURE

@@ -72,7 +72,7 @@ def batch(
     for role, call in callbacks.items():
         if not isinstance(call, Call):
             raise PayloadError(f"{role} must be a task call (task.s(...)), not {call!r:.80}.")
-    from jobs.tasks.enqueueing import enqueue_many  # it imports jobs.backends
+    from jobs.tasks.enqueueing import enqueue_many  # app registry (jobs.backends: a cycle)
 
     using = router.db_for_write(Task)
     with transaction.atomic(using=using):

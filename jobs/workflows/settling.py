@@ -117,7 +117,7 @@ def _verdict(edges):
         return None
     for _, dependency_id, name, status, policy, _ in edges:
         if status in ENDED_BADLY and policy == TaskDependency.OnFailure.CANCEL:
-            what = "failed" if status == Status.FAILED else "was cancelled"
+            what = status if status == Status.FAILED else f"was {status}"
             return f"Cancelled: it depended on {name} ({dependency_id}), which {what}."
     return [dependency_id for _, dependency_id, _, _, _, passes in edges if passes]
 

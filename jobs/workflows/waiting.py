@@ -35,7 +35,7 @@ def create_waiting(task, payload, payload_text, unique, place: Place | None) -> 
     meanwhile either sees this task's dependency, or has committed before it is read here.
     Cycles cannot be made: a task depends only on tasks that existed before it.
     """
-    from jobs.tasks.enqueueing import create_task, row_fields  # it imports this package
+    from jobs.tasks.enqueueing import create_task, row_fields  # a cycle: via jobs.backends
 
     fields = row_fields(task)
     if place is not None:
