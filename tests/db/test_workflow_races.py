@@ -88,7 +88,7 @@ def test_outcomes_recorded_at_the_same_moment_release_each_callback_once(postgre
         barrier = threading.Barrier(2)
         errors: list = []
 
-        def record(success):
+        def record(success, barrier=barrier):
             barrier.wait(10)
             transitions.succeed_many([success])
 

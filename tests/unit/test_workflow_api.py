@@ -29,7 +29,7 @@ def test_depends_on_refuses_what_is_no_task(value):
 
 
 def test_depends_on_refuses_too_many():
-    with pytest.raises(ValueError, match="jobs.batch"):
+    with pytest.raises(ValueError, match=r"jobs\.batch"):
         dependency_ids([uuid.uuid4() for _ in range(MAX_DEPENDENCIES + 1)])
 
 
