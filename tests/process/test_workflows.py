@@ -49,7 +49,8 @@ def test_a_batch_callback_runs_once_while_workers_are_killed_during_its_last_mem
 ):
     members = 24
     workflow = jobs.batch(
-        [wt.slow_mark.s(f"member-{n}", 0.4) for n in range(members)],
+        # Attempts to spare: each kill costs the members it interrupts one.
+        [wt.slow_mark.using(max_attempts=20).s(f"member-{n}", 0.4) for n in range(members)],
         on_success=wt.callback.s("on-success"),
         on_failure=wt.callback.s("on-failure"),
         on_finish=wt.callback.s("on-finish"),
@@ -97,7 +98,7 @@ def test_a_batch_callback_runs_once_while_workers_are_killed_during_its_last_mem
                 workflow=workflow, workflow_role="on_success", status=Status.SUCCEEDED
             ).exists()
 
-        wait_for(done, timeout=120, interval=0.2, message="the on_success callback")
+        wait_for(done, timeout=180, interval=0.2, message="the on_success callback")
         wait_for(
             lambda: Task.objects.filter(
                 workflow=workflow, workflow_role="on_finish", status=Status.SUCCEEDED
