@@ -25,6 +25,11 @@ _LAZY = {
     "UnknownTaskError": "jobs.exceptions",
     "TaskCancelled": "jobs.exceptions",
     "Snooze": "jobs.exceptions",
+    "chain": "jobs.workflows",
+    "batch": "jobs.workflows",
+    "cancel_workflow": "jobs.workflows",
+    "retry_workflow": "jobs.workflows",
+    "workflow_progress": "jobs.workflows",
 }
 
 __all__ = sorted(_LAZY)

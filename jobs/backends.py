@@ -65,6 +65,7 @@ __all__ = [  # Django's names too, whichever line provides them (jobs.tasks.djan
 
 STATUS_MAP: dict[str, TaskResultStatus] = {
     Status.PENDING: TaskResultStatus.READY,
+    Status.BLOCKED: TaskResultStatus.READY,
     Status.RETRYING: TaskResultStatus.READY,
     Status.RUNNING: TaskResultStatus.RUNNING,
     Status.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
@@ -137,7 +138,9 @@ class DatabaseBackend(BaseTaskBackend):
     def enqueue(self, task, args, kwargs):
         return self.store(task, args, kwargs)[1]
 
-    def store(self, task, args, kwargs, *, with_result=True) -> "tuple[Task, TaskResult | None]":
+    def store(
+        self, task, args, kwargs, *, with_result=True, workflow=None
+    ) -> "tuple[Task, TaskResult | None]":
         """Enqueue ``task`` (its ``using()`` options included); return its row and its result.
 
         An existing task of the same idempotency key, or holding the same unique key, is
@@ -145,6 +148,9 @@ class DatabaseBackend(BaseTaskBackend):
         for the backends of ``settings.TASKS``, not for ``@jobs.task`` tasks (jobs' own
         signals are sent for both).
         ``with_result=False`` skips building the result when only the row is wanted.
+        A task with ``depends_on`` is stored ``blocked`` (``jobs.workflows.waiting``), as is one
+        that ``workflow`` (a ``jobs.workflows.waiting.Place``: a chain's link, a batch's
+        callback) says must wait.
         """
         from jobs.tasks.enqueueing import create_task, row_fields  # app registry: see above
 
@@ -152,9 +158,14 @@ class DatabaseBackend(BaseTaskBackend):
             task = as_jobs_task(task)
         payload, payload_text = encode_payload(args, kwargs)
         unique = task.resolved_unique()
-        row = create_task(
-            payload=payload, payload_text=payload_text, unique=unique, **row_fields(task)
-        )
+        if task.depends_on or workflow is not None:
+            from jobs.workflows.waiting import create_waiting  # app registry: see above
+
+            row = create_waiting(task, payload, payload_text, unique, workflow)
+        else:
+            row = create_task(
+                payload=payload, payload_text=payload_text, unique=unique, **row_fields(task)
+            )
         signalled = row.created and self.alias != JOBS_API
         result = to_task_result(row, as_declared(task)) if with_result or signalled else None
         if signalled:

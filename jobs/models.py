@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from jobs.conf import jobs_settings
-from jobs.states import CLAIMABLE, TERMINAL, Status
+from jobs.states import CLAIMABLE, TERMINAL, Status, WorkflowStatus
 
 CLAIMABLE_STATUSES = sorted(CLAIMABLE)
 # The rows that hold their unique key (``Task.unique_while``): waiting ones that never started,
@@ -50,6 +50,46 @@ class TaskQuerySet(models.QuerySet):
 
     def owned_by(self, user):
         return self.filter(owner=user)
+
+
+class Workflow(models.Model):
+    """Tasks enqueued as one: a chain (each after the previous one) or a batch (with callbacks).
+
+    Its members are the tasks whose ``workflow`` it is (``workflow_role`` "member"); a batch's
+    callbacks are tasks of it too, one per role ("on_success", "on_failure", "on_finish"),
+    enqueued with it, ``blocked``, and released or cancelled in the transaction that records the
+    last member's outcome (``jobs.workflows.settle``). Its progress is counted from its members
+    (``jobs.workflows.progress``), not kept in counters, so no outcome path can make it drift.
+    """
+
+    class Kind(models.TextChoices):
+        CHAIN = "chain", "Chain"
+        BATCH = "batch", "Batch"
+
+    State = WorkflowStatus
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    summary = models.CharField(max_length=255, blank=True, default="")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs_workflows",
+    )
+    total = models.PositiveIntegerField(default=0, help_text="Members, callbacks not counted.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "-created_at"], name="jobs_workflow_status_idx")]
+
+    def __str__(self):
+        return f"{self.kind} {self.summary or self.pk}"
 
 
 class Task(models.Model):
@@ -129,6 +169,22 @@ class Task(models.Model):
         db_index=False,
     )
 
+    # Workflows (jobs.workflows): the chain or batch it is part of, and as what ("member", or a
+    # batch's callback: "on_success", "on_failure", "on_finish"); "" for a task of none.
+    workflow = models.ForeignKey(
+        Workflow,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+        db_index=False,  # jobs_task_workflow_idx, partial, serves it
+    )
+    workflow_role = models.CharField(max_length=16, blank=True, default="", db_default="")
+    # Whether other tasks wait for this one (TaskDependency): its outcome releases or cancels
+    # them, in the same transaction. Read back by the outcome's own statement, so a dependent
+    # enqueued while this one runs is never missed.
+    has_dependents = models.BooleanField(default=False, db_default=False)
+
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -171,6 +227,13 @@ class Task(models.Model):
                 fields=["name", "unique_key"],
                 condition=UNIQUE_HELD,
                 name="jobs_task_unique_while",
+            ),
+            # One callback of each kind per batch: its callbacks are enqueued with it, and the
+            # last member's outcome releases them by a guarded UPDATE (blocked -> pending).
+            models.UniqueConstraint(
+                fields=["workflow", "workflow_role"],
+                condition=Q(workflow__isnull=False) & ~Q(workflow_role="member"),
+                name="jobs_task_unique_callback",
             ),
         ]
         indexes = [
@@ -238,6 +301,13 @@ class Task(models.Model):
                 condition=Q(owner__isnull=False),
             ),
             models.Index(fields=["-created_at"], name="jobs_task_created_idx"),
+            # A workflow's members by status: its progress, and whether any is unfinished (an
+            # EXISTS that the last outcome reads). Partial: tasks of no workflow cost it nothing.
+            models.Index(
+                fields=["workflow", "status"],
+                name="jobs_task_workflow_idx",
+                condition=Q(workflow__isnull=False),
+            ),
             # Per-queue counts by status (an index-only scan) and the admin's queue filter.
             models.Index(fields=["queue", "status"], name="jobs_task_queue_status_idx"),
             # The admin's name filter, newest first, and the list of distinct names it offers.
@@ -293,6 +363,42 @@ class Task(models.Model):
         time (TaskContext.step).
         """
         return dict(self.recorded_steps.order_by("id").values_list("name", "result"))
+
+
+class TaskDependency(models.Model):
+    """``task`` waits for ``depends_on``: it stays ``blocked`` until every task it depends on
+    has finished, then runs, or is cancelled if one failed or was cancelled and its policy
+    (``on_failure``) says so. ``passes_result``: the dependency's result is prepended to the
+    task's arguments when it is released (a chain's links)."""
+
+    class OnFailure(models.TextChoices):
+        CANCEL = "cancel", "Cancel the dependent"
+        RUN = "run", "Run it anyway"
+
+    task = models.ForeignKey(
+        Task,
+        on_delete=models.CASCADE,
+        related_name="dependencies",
+        db_index=False,  # jobs_taskdependency_unique starts with it
+    )
+    # Indexed: an outcome finds the tasks waiting for it by this column.
+    depends_on = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="dependents")
+    on_failure = models.CharField(max_length=8, choices=OnFailure.choices, default=OnFailure.CANCEL)
+    passes_result = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            # Also the index of a task's dependencies.
+            models.UniqueConstraint(
+                fields=["task", "depends_on"], name="jobs_taskdependency_unique"
+            ),
+            models.CheckConstraint(
+                condition=~Q(task=models.F("depends_on")), name="jobs_taskdependency_not_self"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.task_id} after {self.depends_on_id}"
 
 
 class TaskStep(models.Model):

@@ -16,6 +16,20 @@ class Status(models.TextChoices):
     FAILED = "failed", "Failed"
     RETRYING = "retrying", "Retrying"
     CANCELLED = "cancelled", "Cancelled"
+    # Waiting for other tasks (its dependencies, or its batch: ``jobs.workflows``): not
+    # claimable, so in none of the claim's partial indexes; released to ``pending`` in the
+    # transaction that records the last outcome it waits for.
+    BLOCKED = "blocked", "Blocked"
+
+
+class WorkflowStatus(models.TextChoices):
+    """A workflow's (``jobs.models.Workflow``): running until every member has finished, then
+    succeeded, or failed (a member failed or was cancelled); cancelled as a whole."""
+
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
 TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
@@ -38,7 +52,7 @@ CLAIM = _transition("claim", CLAIMABLE, Status.RUNNING)
 SUCCEED = _transition("succeed", {Status.RUNNING}, Status.SUCCEEDED)
 FAIL = _transition("fail", {Status.RUNNING}, Status.FAILED)
 RETRY_LATER = _transition("retry_later", {Status.RUNNING}, Status.RETRYING)
-CANCEL = _transition("cancel", CLAIMABLE, Status.CANCELLED)
+CANCEL = _transition("cancel", CLAIMABLE | {Status.BLOCKED}, Status.CANCELLED)
 # A running task that noticed a cancellation request (or was stopped because of one).
 CANCEL_RUNNING = _transition("cancel_running", {Status.RUNNING}, Status.CANCELLED)
 REQUEUE = _transition("requeue", {Status.FAILED, Status.CANCELLED}, Status.PENDING)
@@ -48,6 +62,11 @@ RELEASE = _transition("release", {Status.RUNNING}, Status.PENDING)
 SNOOZE = _transition("snooze", {Status.RUNNING}, Status.PENDING)
 # A waiting task whose deadline (``expires_at``) passed before it started: it never runs.
 EXPIRE = _transition("expire", CLAIMABLE, Status.CANCELLED)
+# Workflows (``jobs.workflows``): a task enqueued to wait for others is blocked from its insert;
+# released once they have finished as it needs; a batch's callback that ran, or was not to run,
+# is blocked again when the batch is retried, to decide at its next completion.
+UNBLOCK = _transition("unblock", {Status.BLOCKED}, Status.PENDING)
+REARM = _transition("rearm", TERMINAL, Status.BLOCKED)
 # A running task whose lease expired: its worker is gone.
 RESCUE = _transition("rescue", {Status.RUNNING}, Status.RETRYING)
 RESCUE_EXHAUSTED = _transition("rescue_exhausted", {Status.RUNNING}, Status.FAILED)

@@ -14,15 +14,15 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, connections, router
-from django.db.models import F
+from django.db import DatabaseError, connections, router, transaction
+from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from jobs import signals, sql, states
+from jobs import signals, sql, states, transports
 from jobs.db import is_connection_fault, record_isolating, savepoint_in_transaction
 from jobs.error_records import ErrorRecord, unstorable_error
-from jobs.models import Task, Worker
+from jobs.models import Task, Worker, Workflow
 from jobs.states import Status
 from jobs.worker import notify
 
@@ -35,15 +35,32 @@ def _apply(transition: states.Transition, queryset, values: dict, now) -> int:
     return queryset.filter(status__in=sorted(transition.sources)).update(**values)
 
 
-def _apply_many(transition: states.Transition, queryset, values: dict, now) -> int:
-    """Like ``_apply``, then send the signals of every row that moved (if anyone listens)."""
+def _apply_many(transition: states.Transition, queryset, values: dict, now, *, moved_rows=None):
+    """Like ``_apply``, then send the signals of every row that moved (if anyone listens).
+
+    A row moved to a final status settles what waits for it (``jobs.workflows``) in the same
+    transaction; or, given a list ``moved_rows``, adds its workflow columns there for the
+    caller to settle (``jobs.workflows.settling`` walks a cascade as a loop, not a recursion).
+    """
     ids = list(queryset.filter(status__in=sorted(transition.sources)).values_list("pk", flat=True))
     if not ids:
         return 0
     moved = 0
+    final = transition.target in states.TERMINAL
     for start in range(0, len(ids), 5000):  # SQLite caps the parameters of one statement
         chunk = ids[start : start + 5000]
-        moved += _apply(transition, Task.objects.filter(pk__in=chunk), values, now)
+        if final:
+            with transaction.atomic(using=_using()):
+                moved += _apply(transition, Task.objects.filter(pk__in=chunk), values, now)
+                rows = _participants(
+                    Task.objects.filter(pk__in=chunk, status=transition.target, updated_at=now)
+                )
+                if moved_rows is None:
+                    _settle(rows, now)
+                else:
+                    moved_rows.extend(rows)
+        else:
+            moved += _apply(transition, Task.objects.filter(pk__in=chunk), values, now)
         if signals.has_listeners(transition.target):
             for task in Task.objects.filter(pk__in=chunk, status=transition.target, updated_at=now):
                 signals.send_status(task)
@@ -51,9 +68,20 @@ def _apply_many(transition: states.Transition, queryset, values: dict, now) -> i
 
 
 def _apply_to_attempt(transition, task: Task, values: dict, now, *, send=True) -> bool:
-    """Apply ``transition`` to the attempt of ``task`` that this process claimed, if still its."""
+    """Apply ``transition`` to the attempt of ``task`` that this process claimed, if still its.
+
+    To a final status, in one transaction with settling what waits for it (``jobs.workflows``):
+    its workflow columns are read again after the UPDATE, which holds the row, so a dependent
+    enqueued while it ran is seen.
+    """
     rows = Task.objects.filter(pk=task.pk, attempts=task.attempts, worker_id=task.worker_id)
-    applied = _apply(transition, rows, values, now) == 1
+    if transition.target in states.TERMINAL:
+        with transaction.atomic(using=_using()):
+            applied = _apply(transition, rows, values, now) == 1
+            if applied:
+                _settle(_participants(Task.objects.filter(pk=task.pk)), now)
+    else:
+        applied = _apply(transition, rows, values, now) == 1
     if applied:
         task.status = transition.target
         for name, value in values.items():
@@ -110,11 +138,16 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     now = now or timezone.now()
 
     def record(part):
-        return _run(sql.dialect(_using()).succeed_attempts, states.SUCCEED, success_rows(part), now)
+        statement = sql.dialect(_using()).succeed_attempts
+        return _run_rows(statement, states.SUCCEED, success_rows(part), now)
 
-    applied, refused = record_isolating(successes, record, using=_using())
-    for success, error in refused:
-        fail_unstorable(success, error, now=now)
+    # One transaction: the outcomes, and what waits for them released (jobs.workflows).
+    with transaction.atomic(using=_using()):
+        recorded, refused = record_isolating(successes, record, using=_using())
+        for success, error in refused:
+            fail_unstorable(success, error, now=now)
+        _settle(recorded, now)
+    applied = [row[0] for row in recorded]
     unstorable = {id(success) for success, _ in refused}
     return succeeded([success for success in successes if id(success) not in unstorable], applied)
 
@@ -193,10 +226,35 @@ def _using() -> str:
 def _run(statement, transition, rows, now) -> list:
     """Run the attempts UPDATE ``statement`` builds for ``transition`` and ``rows``; return the
     ids it moved."""
+    return [row[0] for row in _run_rows(statement, transition, rows, now)]
+
+
+def _run_rows(statement, transition, rows, now) -> list:
+    """Like ``_run``; return the rows its statement returns."""
     sql_text, params = statement(connections[_using()], transition, rows, now=now)
     with connections[_using()].cursor() as cursor:
         cursor.execute(sql_text, params)
-        return [row[0] for row in cursor.fetchall()]
+        return cursor.fetchall()
+
+
+# The columns a settling reads of each task that reached a final status (jobs.workflows), as
+# the statement recording successes returns them (``jobs.sql.common.SUCCEEDED_COLUMNS``).
+_WORKFLOW_COLUMNS = ("pk", "workflow_id", "workflow_role", "has_dependents")
+_IN_WORKFLOW = Q(workflow__isnull=False) | Q(has_dependents=True)
+
+
+def _participants(queryset) -> list[tuple]:
+    """The rows of ``queryset`` that a workflow or a dependent waits for."""
+    return list(queryset.filter(_IN_WORKFLOW).values_list(*_WORKFLOW_COLUMNS))
+
+
+def _settle(rows, now):
+    """Release, cancel or complete what waits for ``rows`` (just final), in this transaction."""
+    waited_for = [row for row in rows if row[1] is not None or row[3]]
+    if waited_for:
+        from jobs.workflows import settling  # a cycle: it calls this module
+
+        settling.settle(waited_for, now=now)
 
 
 def _as_uuid(task_id) -> uuid.UUID:
@@ -352,7 +410,14 @@ def requeue_many(queryset, *, now=None) -> int:
         "result_public": False,
         "unique_while": None,
     }
-    return _apply_many(states.REQUEUE, queryset, values, now)
+    with transaction.atomic(using=_using()):
+        moved = _apply_many(states.REQUEUE, queryset, values, now)
+        if moved:  # a workflow with a member to run again is not finished
+            requeued = Task.objects.filter(
+                status=states.REQUEUE.target, updated_at=now, workflow__isnull=False
+            )
+            reopen_workflows(requeued.values("workflow_id"), now=now)
+    return moved
 
 
 def requeue(task: Task, *, now=None) -> bool:
@@ -399,7 +464,13 @@ def expire_waiting(*, now=None, limit=EXPIRE_BATCH) -> int:
     expired = Task.objects.expired(now).order_by("expires_at").values("pk")[:limit]
     batch = Task.objects.filter(pk__in=expired)
     values = {"finished_at": now, "last_error": EXPIRED_MESSAGE, "lease_expires_at": None}
-    moved = _apply(states.EXPIRE, batch, values, now)
+    with transaction.atomic(using=_using()):
+        moved = _apply(states.EXPIRE, batch, values, now)
+        if moved:
+            just_expired = Task.objects.filter(
+                status=states.EXPIRE.target, finished_at=now, last_error=EXPIRED_MESSAGE
+            )
+            _settle(_participants(just_expired), now)
     if moved and signals.has_listeners(states.EXPIRE.target):
         # The rows this statement moved: stamped ``now`` and "expired" by it.
         moved_rows = Task.objects.filter(
@@ -466,8 +537,11 @@ def _rescue(task: Task, guard, message: str, now) -> int:
         "lease_expires_at": None,
     }
     values.update({"finished_at": now} if exhausted else {"run_after": now})
-    if not _apply(transition, guard, values, now):
-        return 0
+    with transaction.atomic(using=_using()):
+        if not _apply(transition, guard, values, now):
+            return 0
+        if exhausted:
+            _settle(_participants(Task.objects.filter(pk=task.pk)), now)
     task.refresh_from_db()
     signals.send_status(task)
     logger.warning(
@@ -478,3 +552,90 @@ def _rescue(task: Task, guard, message: str, now) -> int:
         transition.target,
     )
     return 1
+
+
+# Workflows (jobs.workflows: which of these to apply is decided in jobs.workflows.settling) -----
+
+
+def unblock_many(task_ids, *, now=None, passed=None) -> int:
+    """Release blocked tasks whose dependencies allow them to run: ``pending``, due as their
+    ``run_after`` says; return how many. ``passed``: by task id, the results to put before its
+    arguments (a chain's previous link's). Idle workers are woken by the status trigger."""
+    now = now or timezone.now()
+    for task_id, results in (passed or {}).items():
+        blocked = Task.objects.filter(pk=task_id, status=Status.BLOCKED)
+        payload = blocked.values_list("payload", flat=True).first()
+        if payload is not None:
+            args = payload.get("args", []) if isinstance(payload, dict) else []
+            blocked.update(payload={**payload, "args": [*results, *args]})
+    rows = Task.objects.filter(pk__in=list(task_ids))
+    moved = _apply_many(states.UNBLOCK, rows, {}, now)
+    if moved:
+        queues = rows.filter(status=states.UNBLOCK.target).values_list("queue", "pk")
+        by_queue: dict[str, list] = {}
+        for queue, task_id in queues:
+            by_queue.setdefault(queue, []).append(task_id)
+        for queue, ids in by_queue.items():
+            transports.announce_on_commit(queue, ids, using=_using())
+    return moved
+
+
+def cancel_blocked(reasons: dict, *, now=None, moved_rows=None) -> int:
+    """Cancel blocked tasks that will never run, each with its reason (``reasons``: by task id,
+    the message its owner reads); return how many. ``moved_rows``: see ``_apply_many``."""
+    now = now or timezone.now()
+    by_reason: dict[str, list] = {}
+    for task_id, reason in reasons.items():
+        by_reason.setdefault(reason, []).append(task_id)
+    moved = 0
+    for reason, ids in by_reason.items():
+        rows = Task.objects.filter(pk__in=ids, status=Status.BLOCKED)
+        values = {"finished_at": now, "last_error": reason}
+        moved += _apply_many(states.CANCEL, rows, values, now, moved_rows=moved_rows)
+    return moved
+
+
+def rearm_many(queryset, *, now=None) -> int:
+    """Block finished tasks of a workflow being retried again, to be decided anew: a batch's
+    callbacks at its next completion, a link cancelled for its dependency once that has run
+    again. Their earlier attempts' errors are kept."""
+    now = now or timezone.now()
+    values = {
+        "finished_at": None,
+        "cancel_requested_at": None,
+        "cancelled_by": None,
+        "last_error": "",
+        "worker_id": "",
+        "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
+        "result": None,
+        "result_public": False,
+    }
+    return _apply_many(states.REARM, queryset, values, now)
+
+
+def lock_workflow(workflow_id, *, now=None) -> bool:
+    """Take the row lock of a workflow for this transaction (an UPDATE, on every database): the
+    outcomes of its last members take turns, the second reading the first's committed."""
+    now = now or timezone.now()
+    return Workflow.objects.filter(pk=workflow_id).update(updated_at=now) == 1
+
+
+def finish_workflow(workflow_id, status: str, *, now=None) -> bool:
+    """Record that a running workflow has finished, ``succeeded`` or ``failed``."""
+    now = now or timezone.now()
+    running = Workflow.objects.filter(pk=workflow_id, status=Workflow.State.RUNNING)
+    return running.update(status=status, finished_at=now, updated_at=now) == 1
+
+
+def reopen_workflows(workflow_ids, *, now=None) -> int:
+    """Workflows with a member to run again (requeued, retried): running until it finishes."""
+    now = now or timezone.now()
+    finished = Workflow.objects.filter(pk__in=workflow_ids).exclude(status=Workflow.State.RUNNING)
+    return finished.update(status=Workflow.State.RUNNING, finished_at=None, updated_at=now)
+
+
+def cancel_workflow_record(workflow_id, *, now=None) -> bool:
+    """Mark a workflow cancelled as a whole (its tasks are cancelled by ``cancel_many``)."""
+    now = now or timezone.now()
+    rows = Workflow.objects.filter(pk=workflow_id).exclude(status=Workflow.State.CANCELLED)
+    return rows.update(status=Workflow.State.CANCELLED, finished_at=now, updated_at=now) == 1

@@ -292,8 +292,11 @@ ATTEMPT = ("uuid", "integer", "text")  # task id, attempts, worker_id
 SUCCESS = (*ATTEMPT, "jsonb", "timestamptz")  # ... result, finished_at
 
 
-def attempts_update_sql(connection, transition, *, kinds, picks, source, assignments) -> str:
-    """One UPDATE applying ``transition`` to many attempts, guarded row by row; ``RETURNING id``.
+def attempts_update_sql(
+    connection, transition, *, kinds, picks, source, assignments, returning=("id",)
+) -> str:
+    """One UPDATE applying ``transition`` to many attempts, guarded row by row; ``RETURNING``
+    the columns ``returning`` (the id first).
 
     Its rows come as one JSON parameter, an array of arrays of values of ``kinds`` (task id,
     attempts, worker id, then the values ``assignments`` reads as ``v.<name>``); ``picks`` and
@@ -316,7 +319,7 @@ def attempts_update_sql(connection, transition, *, kinds, picks, source, assignm
         WHERE {table}.id = v.id AND {table}.attempts = v.attempts
             AND {table}.worker_id = v.worker_id
             AND {table}.status IN ({quoted_statuses(transition.sources)})
-        RETURNING {table}.id
+        RETURNING {", ".join(f"{table}.{column}" for column in returning)}
     """
 
 
@@ -345,13 +348,18 @@ RELEASE_ASSIGNMENTS = (
 )
 
 
+# What a recorded success returns: its id, and what its workflow needs to know (jobs.workflows:
+# read by the statement that writes the outcome, so a dependent enqueued meanwhile is seen).
+SUCCEEDED_COLUMNS = ("id", "workflow_id", "workflow_role", "has_dependents")
+
+
 def succeed_attempts(connection, transition, rows, *, now, picks, source, to_json):
     """``(sql, params)`` recording successful attempts, rows of ``SUCCESS``; the statement
-    returns the ids it moved. ``picks``, ``source``, ``to_json``: the database's (see
-    ``attempts_update_sql``)."""
+    returns ``SUCCEEDED_COLUMNS`` of the rows it moved. ``picks``, ``source``, ``to_json``: the
+    database's (see ``attempts_update_sql``)."""
     sql = attempts_update_sql(
         connection, transition, kinds=SUCCESS, picks=picks, source=source,
-        assignments=SUCCEED_ASSIGNMENTS,
+        assignments=SUCCEED_ASSIGNMENTS, returning=SUCCEEDED_COLUMNS,
     )  # fmt: skip
     params = attempts_params(
         connection, transition, rows, kinds=SUCCESS, to_json=to_json, params=(), now=now

@@ -19,6 +19,7 @@ from typing import Any
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.tasks import registry
+from jobs.tasks.dependencies import ON_DEPENDENCY_FAILURE, dependency_ids
 from jobs.tasks.django_api import DjangoTask, InvalidTask
 from jobs.tasks.payload import check_delay, check_int, check_name
 from jobs.tasks.rates import MAX_RATE_KEY_LENGTH, Rate, RateError, parse_rate, queue_key, queue_rate
@@ -89,6 +90,11 @@ class JobsTask(DjangoTask):
     summary: str = ""
     idempotency_key: str | None = None
     delay: float | timedelta | None = None
+    # Workflows (jobs.workflows): the tasks this call waits for (rows, ids or Django results),
+    # and what happens to it when one of them fails or is cancelled: "cancel" (the default) or
+    # "run" (run anyway, once all have finished).
+    depends_on: tuple = ()
+    on_dependency_failure: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "transient", _checked_transient(self.transient))
@@ -109,6 +115,7 @@ class JobsTask(DjangoTask):
         except PayloadError as exc:
             raise TaskOptionError(str(exc)) from None
         self._check_uniqueness()
+        self._check_dependencies()
         _check_expiry(self.expires_in, self.expires_at)
         if self.backoff is not None and not isinstance(self.backoff, Backoff):
             raise TaskOptionError(f"backoff must be a jobs.Backoff, not {self.backoff!r:.80}.")
@@ -153,6 +160,30 @@ class JobsTask(DjangoTask):
                 "Pass either unique_while or unique_for (a scope by status, or by time), not both."
             )
 
+    def _check_dependencies(self):
+        policy = self.on_dependency_failure
+        if policy is not None and (
+            not isinstance(policy, str) or policy not in ON_DEPENDENCY_FAILURE
+        ):
+            choices = " or ".join(repr(choice) for choice in ON_DEPENDENCY_FAILURE)
+            raise TaskOptionError(f"on_dependency_failure must be {choices}, not {policy!r:.80}.")
+        try:
+            object.__setattr__(self, "depends_on", dependency_ids(self.depends_on))
+        except (TypeError, ValueError) as exc:
+            raise TaskOptionError(str(exc)) from None
+
+    def s(self, *args, **kwargs) -> "Call":
+        """This task called with ``args`` and ``kwargs``, for ``jobs.chain`` or ``jobs.batch``.
+
+        In a chain, the call also receives the previous link's result, as its first argument;
+        as a batch's callback, the batch's id. ``si()`` receives neither (Celery's signatures).
+        """
+        return Call(self, args, kwargs, receives=True)
+
+    def si(self, *args, **kwargs) -> "Call":
+        """This task called with exactly ``args`` and ``kwargs`` (see ``s``)."""
+        return Call(self, args, kwargs, receives=False)
+
     def get_backend(self):
         if self.backend == JOBS_API:
             from jobs.backends import jobs_api_backend  # a cycle: it imports this module
@@ -183,6 +214,8 @@ class JobsTask(DjangoTask):
         unique_while: str | None = None,
         unique_for: float | timedelta | None = None,
         on_duplicate: str | None = None,
+        depends_on=None,
+        on_dependency_failure: str | None = None,
     ) -> "JobsTask":
         """Return this task with the given options set (``None``: unchanged).
 
@@ -195,7 +228,10 @@ class JobsTask(DjangoTask):
         ``owner`` (who may see and cancel the task), ``summary`` (what the owner's pages call
         it), ``idempotency_key`` (an enqueue with a key already taken returns that task),
         ``unique_key``, ``unique_while``, ``unique_for`` and ``on_duplicate`` (see the class;
-        ``unique_while`` replaces a ``unique_for``, and the other way round).
+        ``unique_while`` replaces a ``unique_for``, and the other way round),
+        ``depends_on`` (tasks, their ids or Django results: this one waits, ``blocked``, until
+        they have finished) and ``on_dependency_failure`` ("cancel", the default, or "run": what
+        happens to it when one of them fails or is cancelled; ``jobs.workflows``).
         """
         if queue is not None and queue_name is not None and queue != queue_name:
             raise ValueError("Pass either queue or queue_name (the same option), not both.")
@@ -223,9 +259,12 @@ class JobsTask(DjangoTask):
                 ("idempotency_key", idempotency_key),
                 ("unique_key", unique_key),
                 ("on_duplicate", on_duplicate),
+                ("on_dependency_failure", on_dependency_failure),
             )
             if value is not None
         }
+        if depends_on is not None:
+            changes["depends_on"] = depends_on
         if run_after is not None:
             changes.update(run_after=run_after, delay=None)
         if delay is not None:
@@ -309,6 +348,28 @@ class JobsTask(DjangoTask):
 
     def resolved_timeout(self) -> float:
         return jobs_settings.DEFAULT_TIMEOUT if self.timeout is None else self.timeout
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A task with its arguments, not enqueued yet: a link of a chain, a member or a callback
+    of a batch (``JobsTask.s``). ``receives``: it also gets the previous link's result (a
+    chain) or the batch's id (a callback), as its first argument."""
+
+    task: JobsTask
+    args: tuple = ()
+    kwargs: dict | None = None
+    receives: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.task, JobsTask):
+            raise TaskOptionError(f"A call is of a jobs task, not {self.task!r:.80}.")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "kwargs", dict(self.kwargs or {}))
+
+    def using(self, **options) -> "Call":
+        """This call with the task's options set (``JobsTask.using``)."""
+        return replace(self, task=self.task.using(**options))
 
 
 @dataclass(frozen=True, slots=True)

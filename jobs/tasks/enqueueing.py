@@ -15,6 +15,7 @@ from jobs.backends import DatabaseBackend
 from jobs.conf import jobs_settings
 from jobs.exceptions import PayloadError
 from jobs.models import Task
+from jobs.states import Status
 from jobs.tasks.definition import MAX_ATTEMPTS_RANGE
 from jobs.tasks.django_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY
 from jobs.tasks.inserting import SET_BY_ENQUEUE, insert_many, insert_one, new_task
@@ -101,7 +102,9 @@ def row_fields(task) -> dict:
     return fields
 
 
-def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid.UUID]:
+def enqueue_many(
+    task, calls, *, batch_size: int = 5000, workflow_id=None, workflow_role="", **options
+) -> list[uuid.UUID]:
     """Create one task per call in ``calls``, many rows per INSERT; return their ids.
 
     Each call is a tuple of args, or ``(args, kwargs)`` when it has two items, the first a tuple
@@ -111,6 +114,7 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
     task; an ``idempotency_key`` or a unique key is refused (it names one task: use
     ``enqueue``). Ids, not rows,
     are returned: building 100,000 model instances would cost more than inserting them.
+    ``workflow_id`` and ``workflow_role``: the batch they are members of (``jobs.batch``).
     """
     if isinstance(task, str):
         task = get_task(task)
@@ -129,6 +133,9 @@ def enqueue_many(task, calls, *, batch_size: int = 5000, **options) -> list[uuid
         "owner": _real_owner(fields["owner"]),
         "unique_key": None,
         "unique_while": None,
+        "status": Status.PENDING,
+        "workflow": workflow_id,
+        "workflow_role": workflow_role,
         "run_after": fields.get("run_after", now),
         "expires_at": fields.get("expires_at"),
         "created_at": now,
@@ -277,6 +284,9 @@ def create_task(
         "max_attempts": jobs_settings.DEFAULT_MAX_ATTEMPTS,
         "run_after": now,
         "expires_at": None,
+        "status": Status.PENDING,
+        "workflow": None,
+        "workflow_role": "",
         **fields,
         "id": uuid.uuid4(),
         "owner": _real_owner(fields.get("owner")),

@@ -20,7 +20,7 @@ SET_BY_ENQUEUE = (
     "id", "name", "backend", "queue", "priority", "payload", "summary", "idempotency_key",
     "max_attempts", "run_after", "owner", "created_at", "updated_at", "concurrency_key",
     "concurrency_limit", "unique_key", "unique_while", "expires_at", "rate_key", "rate_limit",
-    "rate_period",
+    "rate_period", "status", "workflow", "workflow_role",
 )  # fmt: skip
 
 _FIELDS = Task._meta.concrete_fields
@@ -44,7 +44,8 @@ def insert_one(values: dict, payload_text: str, *, using: str) -> bool:
     """INSERT one task from ``values`` (by field name); False if its idempotency key, or its
     unique key while waiting or active, was taken.
 
-    ``values`` holds every name of ``SET_BY_ENQUEUE`` (``owner`` as the user or None), and
+    ``values`` holds every name of ``SET_BY_ENQUEUE`` (``owner`` as the user or None,
+    ``workflow`` as its id or None), and
     ``payload_text`` the payload's JSON.
     """
     connection = connections[using]

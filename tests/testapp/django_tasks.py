@@ -173,3 +173,9 @@ def django_expiring():
 @task(rate_limit="100/m")  # jobs' option on Django's decorator: at most 100 starts a minute
 def rate_limited_multiply(a, b):
     return a * b
+
+
+@task()
+def django_double(x):
+    """A chain's link declared with Django's decorator (tests/db/test_workflows.py)."""
+    return x * 2

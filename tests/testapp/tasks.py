@@ -9,6 +9,7 @@ from tests.testapp import (
     chain_tasks,  # noqa: F401 - registered with the rest
     hostile_tasks,  # noqa: F401 - registers the hostile suite's tasks
     value_tasks,  # noqa: F401 - registered with the rest
+    workflow_tasks,  # noqa: F401 - registered with the rest
 )
 from tests.testapp.models import SideEffect
 
