@@ -36,6 +36,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.db import connections, router
 
@@ -68,7 +69,7 @@ def unavailable(listener) -> str | None:
 class SessionLock:
     """This worker's advisory lock, its key on the Worker row, and the thread that pings it."""
 
-    def __init__(self, worker_id: str, *, fence: Callable[[], None], wake: Callable[[], None],
+    def __init__(self, worker_id: str, *, fence: Callable[[], object], wake: Callable[[], object],
                  clock=time.monotonic):  # fmt: skip
         """``fence()`` kills every child at once (called from the lock's thread, with
         ``guard`` held); ``wake()`` wakes the worker's loop to see what happened."""
@@ -78,7 +79,7 @@ class SessionLock:
         # Held while the fence kills, and by the worker while it hands a child tasks: no batch
         # is sent between the moment the proof is lost and the kill.
         self.guard = threading.Lock()
-        self._connection = None  # psycopg's, autocommit; the lock is its session's
+        self._connection: Any = None  # psycopg's, autocommit; the lock is its session's
         self._backend_pid = 0
         self.key: int | None = None  # the key the row has, as this worker last wrote it
         self.held = False  # the lock of ``key`` is held and proven, so tasks may run
@@ -232,7 +233,7 @@ class SessionLock:
         connection = psycopg.connect(**params, autocommit=True)
         try:
             key = secrets.randbits(KEY_BITS)
-            while not connection.execute(dialect.SESSION_LOCK_SQL, [key]).fetchone()[0]:
+            while not (connection.execute(dialect.SESSION_LOCK_SQL, [key]).fetchone() or [0])[0]:
                 key = secrets.randbits(KEY_BITS)  # another's, by a chance of 2**-63
             proven_at = self._clock()
             cursor = connection.execute(

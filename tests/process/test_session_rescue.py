@@ -6,6 +6,7 @@ read by the test app), so no worker of this machine can judge it by its pid, and
 session can prove it dead. Leases are 60 s: a rescue within seconds is the session's.
 """
 
+import itertools
 import os
 import signal
 import time
@@ -140,10 +141,8 @@ def test_connections_ended_by_the_server_never_give_two_runs_of_one_task_at_once
         message="every task succeeded",
     )
     for key in keys:
-        spans = sorted(
-            (lines[0][1], lines[-1][1]) for lines in runs_by_key(path)[key].values()
-        )
-        for (_, first_end), (second_start, _) in zip(spans, spans[1:], strict=False):
+        spans = sorted((lines[0][1], lines[-1][1]) for lines in runs_by_key(path)[key].values())
+        for (_, first_end), (second_start, _) in itertools.pairwise(spans):
             assert first_end < second_start, f"two runs of task {key} at once: {spans}"
     assert "session lock lost" in busy.output
 
