@@ -32,6 +32,12 @@ DEFAULTS = {
     # table's own. Name a direct connection when that one goes through a pooler in transaction
     # mode (PgBouncer): LISTEN cannot work there, and without it the worker polls.
     "LISTEN_DATABASE": None,
+    # Instant rescue across hosts (jobs.worker.session): each worker holds a session-level
+    # advisory lock on a direct PostgreSQL connection, and a worker whose lock is free is dead.
+    # None: on where it can be (PostgreSQL, the task table's connections keep their sessions);
+    # False: off (the pid on one host, else the lease); True: as None, and a worker that cannot
+    # says so at WARNING rather than INFO.
+    "SESSION_RESCUE": None,
     # How workers learn of new tasks: None / "database", or a Redis URL (jobs.transports).
     "TRANSPORT": None,
     "CONCURRENCY": 4,

@@ -1,7 +1,7 @@
 """System checks of the settings that shape a fleet of workers on one database: the maintenance
-leader's lease (``jobs.worker.maintenance_runner``) and the cap on children's connections
-(``jobs.worker.connection_slots``). Registered by ``jobs.apps`` with the ``"jobs"`` tag, like
-every check in ``jobs.checks``."""
+leader's lease (``jobs.worker.maintenance_runner``), the cap on children's connections
+(``jobs.worker.connection_slots``) and the session proof of life (``jobs.worker.session``).
+Registered by ``jobs.apps`` with the ``"jobs"`` tag, like every check in ``jobs.checks``."""
 
 from django.core import checks
 
@@ -47,3 +47,18 @@ def check_child_connections(app_configs, **kwargs):
             )
         ]
     return []
+
+
+@checks.register(TAG)
+def check_session_rescue(app_configs, **kwargs):
+    """JOBS_SESSION_RESCUE is None, True or False: a string such as "off" would read as on."""
+    value = jobs_settings.SESSION_RESCUE
+    if value is None or isinstance(value, bool):
+        return []
+    return [
+        checks.Error(
+            f"JOBS_SESSION_RESCUE must be None (on where the database allows it), True or "
+            f"False, got {value!r}.",
+            id="jobs.E026",
+        )
+    ]

@@ -467,6 +467,13 @@ class Worker(models.Model):
     boot_id = models.CharField(max_length=64, blank=True, default="")
     pid_namespace = models.BigIntegerField(null=True, blank=True)
     process_start = models.BigIntegerField(null=True, blank=True)
+    # The worker's children as [pid, start time] pairs, written when they change: a worker of
+    # this host is rescued only once none of them lives either (jobs.worker.liveness).
+    children = models.JSONField(default=list, blank=True)
+    # The key of the session-level advisory lock the worker holds on a direct PostgreSQL
+    # connection (jobs.worker.session): free in pg_locks, the worker's session is gone. Null:
+    # no such proof (SQLite, a pooled connection, JOBS_SESSION_RESCUE off); the lease decides.
+    session_key = models.BigIntegerField(null=True, blank=True)
     queues = models.JSONField(default=list, blank=True, help_text="Empty: all queues.")
     queue_caps = models.JSONField(
         default=dict,

@@ -503,21 +503,36 @@ def rescue_expired(*, now=None) -> int:
     return rescued
 
 
-def rescue_dead(worker_ids, *, now=None) -> int:
+def rescue_dead(worker_ids, *, sessions=None, now=None) -> int:
     """Return the tasks of workers proven dead (``jobs.worker.liveness``) to the queue at once.
 
-    A worker on the same host saw their pids gone, so their leases need not lapse first. Each
-    row is guarded by its worker and its attempt, so a task already rescued and claimed again
-    is left alone. The dead workers' rows are removed: nothing of them is left to judge.
+    A worker on the same host saw their pids gone, or any worker saw their session's lock free
+    (``sessions``: worker id -> the key seen free and the heartbeat seen then), so their leases
+    need not lapse first. Worker by worker, in a transaction that locks its row: a worker
+    proven by its session is rescued only if the row still has that key and no newer
+    heartbeat, so a worker that wrote a new key first (``jobs.worker.session``) keeps its
+    tasks, and one whose new key comes after finds its row gone. Each task is guarded by its
+    worker and its attempt, so a task already rescued and claimed again is left alone. The
+    dead workers' rows are removed: nothing of them is left to judge.
     """
     now = now or timezone.now()
-    pids = dict(Worker.objects.filter(pk__in=list(worker_ids)).values_list("pk", "pid"))
+    sessions = sessions or {}
     rescued = 0
-    for task in Task.objects.running().filter(worker_id__in=list(pids)):
-        message = f"worker {task.worker_id!r} died (pid {pids[task.worker_id]} gone)"
-        guard = Task.objects.filter(pk=task.pk, worker_id=task.worker_id, attempts=task.attempts)
-        rescued += _rescue(task, guard, message, now)
-    Worker.objects.filter(pk__in=list(pids)).delete()
+    for worker_id in sorted(set(worker_ids)):
+        with transaction.atomic(using=_using()):
+            rows = Worker.objects.select_for_update().filter(pk=worker_id)
+            if worker_id in sessions:
+                key, heartbeat_at = sessions[worker_id]
+                rows = rows.filter(session_key=key, last_heartbeat_at__lte=heartbeat_at)
+            pid = rows.values_list("pid", flat=True).first()
+            if pid is None:
+                continue  # rescued already, stopped, or alive after all (a new key, a beat)
+            how = "its database session ended" if worker_id in sessions else f"pid {pid} gone"
+            for task in Task.objects.running().filter(worker_id=worker_id):
+                message = f"worker {worker_id!r} died ({how})"
+                guard = Task.objects.filter(pk=task.pk, worker_id=worker_id, attempts=task.attempts)
+                rescued += _rescue(task, guard, message, now)
+            Worker.objects.filter(pk=worker_id).delete()
     return rescued
 
 

@@ -11,13 +11,14 @@ from datetime import datetime
 
 from jobs import states
 from jobs.db import server_binding_cursor
-from jobs.models import Task
+from jobs.models import Task, Worker
 from jobs.sql import common
 
 NAME = "postgresql"
 LISTENS = True  # LISTEN/NOTIFY wakes workers (jobs.worker.notify)
 ONE_WRITER = False  # concurrent writers, each row locked alone
 CHECK_LIBRARY = False  # a server: nothing of this Python's to check
+SESSION_LOCKS = True  # a session-level advisory lock proves a worker alive (jobs.worker.session)
 
 
 # Claiming -------------------------------------------------------------------------------------
@@ -316,3 +317,43 @@ def unlisten_sql(channel: str) -> str:
 # A NOTIFY sent by the application (a waiting task made due now), as the trigger sends it on an
 # insert or a requeue: delivered when the transaction commits. Parameters: channel, queue.
 NOTIFY_SQL = "SELECT pg_notify(%s, %s)"
+
+
+# Proof of life: a session-level advisory lock (jobs.worker.session) ---------------------------
+
+# Run on the worker's own direct connection, never through a pooler. Parameter: the key.
+SESSION_LOCK_SQL = "SELECT pg_try_advisory_lock(%s)"
+SESSION_UNLOCK_SQL = "SELECT pg_advisory_unlock(%s)"
+# The ping, sent with libpq's asynchronous calls so that its wait has a deadline: the backend
+# that answers; another one than the lock's means the session is not the one holding it.
+SESSION_PING = b"SELECT pg_backend_pid()"
+
+
+def session_key_sql(connection) -> str:
+    """Set a worker's key, if the row still has the key the worker last wrote (a rescuer that
+    judged it dead removed the row). Parameters: new key, worker id, old key (or None)."""
+    table = connection.ops.quote_name(Worker._meta.db_table)
+    return (
+        f"UPDATE {table} SET session_key = %s WHERE id = %s AND session_key IS NOT DISTINCT FROM %s"
+    )
+
+
+def session_peers_sql(connection) -> str:
+    """The other live workers holding a key: rows of (id, key, last heartbeat, whether the key
+    is held now). Parameter: the asking worker's id.
+
+    A bigint key of ``pg_advisory_lock`` shows in ``pg_locks`` as its high 32 bits in
+    ``classid``, its low 32 bits in ``objid`` and ``objsubid`` 1, in the database it was taken
+    in. ``pg_locks`` is read once per statement (a function scan, materialized).
+    """
+    table = connection.ops.quote_name(Worker._meta.db_table)
+    return f"""
+        WITH held AS (
+            SELECT (classid::bigint << 32) | objid::bigint AS key FROM pg_locks
+            WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        )
+        SELECT id, session_key, last_heartbeat_at, session_key IN (SELECT key FROM held)
+        FROM {table}
+        WHERE stopped_at IS NULL AND session_key IS NOT NULL AND id <> %s
+    """

@@ -23,6 +23,7 @@ LISTENS = False  # workers poll
 ONE_WRITER = True
 # This Python's sqlite3 library is the database: its version and functions are checked.
 CHECK_LIBRARY = True
+SESSION_LOCKS = False  # no sessions to prove a worker alive: the pid (one host) and the lease
 
 
 # Claiming -------------------------------------------------------------------------------------
@@ -243,6 +244,20 @@ def listen_sql(channel: str) -> str:
 
 def unlisten_sql(channel: str) -> str:
     raise NotImplementedError("SQLite has no LISTEN; workers poll (LISTENS is False)")
+
+
+# Proof of life: SQLite has no sessions (SESSION_LOCKS is False) -------------------------------
+
+SESSION_LOCK_SQL = SESSION_UNLOCK_SQL = ""
+SESSION_PING = b""
+
+
+def session_key_sql(connection) -> str:
+    raise NotImplementedError("SQLite has no advisory locks (SESSION_LOCKS is False)")
+
+
+def session_peers_sql(connection) -> str:
+    raise NotImplementedError("SQLite has no advisory locks (SESSION_LOCKS is False)")
 
 
 # The library ----------------------------------------------------------------------------------

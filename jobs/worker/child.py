@@ -52,6 +52,7 @@ class StopReason(StrEnum):
 
     CANCEL = "cancel"  # its task ignored a cancellation (``jobs.worker.leases``)
     LEASE = "lease"  # its task's lease may have lapsed, the database silent (idem)
+    SESSION = "session"  # the worker's session lock was lost: a peer may rescue (session)
     TIMEOUT = "timeout"  # its task overran its timeout (``jobs.worker.pool``)
     MEMORY = "memory"  # it grew past the memory limit (idem)
     SHUTDOWN = "shutdown"  # the worker stops and its grace period is over (idem)

@@ -42,8 +42,12 @@ class Claimer:
 
     PAUSE_AFTER_FAULT = 1.0  # seconds between claims while the database does not answer
     # A worker whose claim on a notification found nothing lets the next notifications pass
-    # for this long, doubled at each such empty claim up to the poll interval (see ``notified``).
+    # for this long, doubled at each such empty claim up to ``deaf_cap`` (see ``notified``).
     DEAF_FIRST = 0.05
+    # The longest such pause: a quarter of the poll interval, and never over a second. Capped
+    # at the poll interval alone, a burst enqueued while most of an idle fleet sat out waited
+    # for them a whole interval (30 s with --poll-interval 30) on the few that answered.
+    DEAF_MAX = 1.0
 
     def __init__(self, worker_id: str, queues, lease_seconds: float, wakeup_fd: int, *,
                  retry, caps: QueueCaps | None = None, holding=list,
@@ -84,7 +88,7 @@ class Claimer:
         self._deaf_seconds = 0.0  # the last such pause (halved by each claim that takes tasks)
         self._notified = False  # a notification came since the last claim started
         self._claim_on_notification = False  # the claim in flight started after one
-        self._poll_interval = 1.0  # the longest pause, as the worker last said (``notified``)
+        self._poll_interval = 1.0  # as the worker last said (``notified``): caps the pause
 
     @property
     def busy(self) -> bool:
@@ -102,16 +106,22 @@ class Claimer:
         One NOTIFY reaches every idle worker of the fleet, and all of them would claim at once
         for what is often one task: N-1 empty claims. A worker whose claim after a
         notification found nothing sits the next ones out for a while (50 ms, doubling at
-        each such empty claim up to ``poll_interval``, halved at each claim that takes tasks,
-        jittered so the fleet's pauses spread out); the workers that did get tasks, and those
-        whose pause ended, answer the next. Its poll and its children's
-        news still wake it meanwhile, so a task waits at most a poll interval, as without LISTEN.
+        each such empty claim up to ``deaf_cap``: a quarter of ``poll_interval``, at most 1 s;
+        halved at each claim that takes tasks, jittered so the fleet's pauses spread out); the
+        workers that did get tasks, and those whose pause ended, answer the next. Its poll and
+        its children's news still wake it meanwhile; a burst that the answering workers cannot
+        take alone waits at most one pause for the others.
         """
         if time.monotonic() < self._deaf_until:
             return False
         self.news()
         self._notified, self._poll_interval = True, poll_interval
         return True
+
+    @classmethod
+    def deaf_cap(cls, poll_interval: float) -> float:
+        """The longest pause after empty notified claims, for a worker polling so often."""
+        return min(cls.DEAF_MAX, poll_interval / 4)
 
     def can_start(self) -> bool:
         """Whether a claim may start now: none is under way, and none failed a moment ago."""
@@ -181,7 +191,7 @@ class Claimer:
             self._deaf_seconds /= 2
         elif self._claim_on_notification:
             doubled = max(self.DEAF_FIRST, 2 * self._deaf_seconds)
-            self._deaf_seconds = min(self._poll_interval, doubled)
+            self._deaf_seconds = min(self.deaf_cap(self._poll_interval), doubled)
             self._deaf_until = time.monotonic() + self._deaf_seconds * random.uniform(0.5, 1.0)
         if len(claimed) < self._wanted:
             # Nothing more was due: look again on news, or at once if news came in while the

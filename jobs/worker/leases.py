@@ -88,6 +88,9 @@ class LeaseKeeper:
         self._unleased: set[uuid.UUID] = set()  # tasks stopped: their lease may have lapsed
         self._paused: frozenset[str] = frozenset()  # queues of this worker paused, as logged
         self._paused_types: frozenset[str] = frozenset()  # task types paused, as logged
+        self._children: list[list[int]] = []  # [pid, start time] of each child, as last noted
+        self._children_written: list[list[int]] | None = None  # as the row has them
+        self._children_retry = 0.0  # ``clock`` time before which a failed write is not retried
 
     # The worker's row --------------------------------------------------------------------------
 
@@ -110,6 +113,30 @@ class LeaseKeeper:
             queue_caps=self.queue_caps,
             concurrency=self.concurrency,
         )
+
+    def note_children(self, pids):
+        """Record the children's pids and start times on the row when they change: a peer of
+        this host rescues this worker's tasks only once none of them lives (``liveness``).
+        A write that fails is left to the next heartbeat, which writes them too."""
+        if [pair[0] for pair in self._children] == list(pids):
+            if self._children_written == self._children or self._clock() < self._children_retry:
+                return
+        else:
+            self._children = [
+                [pid, stat.start_time] for pid in pids if (stat := liveness.read_stat(pid))
+            ]
+        children = self._children
+        try:
+            self._retry(
+                lambda: WorkerRecord.objects.filter(pk=self.worker_id).update(children=children),
+                "note children",
+                deadline_seconds=0.5,
+                abandon=lambda: True,  # one try: the heartbeat writes them otherwise
+            )
+        except DatabaseError:
+            self._children_retry = self._clock() + 1.0
+            return
+        self._children_written = children
 
     def unregister(self, *, deadline_seconds=None):
         """Mark this worker's row stopped, retried on database faults."""
@@ -166,6 +193,7 @@ class LeaseKeeper:
                         logger.warning("lost claim handed back task_id=%s", lost.pk)
             row = WorkerRecord.objects.filter(pk=self.worker_id)
             row.update(
+                children=self._children,
                 last_heartbeat_at=now,
                 in_flight=len(running),
                 busy_processes=self._busy(),

@@ -41,11 +41,13 @@ from jobs.conf import jobs_settings
 from jobs.db import first_line, forget_queries, retry_on_database_error
 from jobs.models import Task
 from jobs.tasks.discovery import discover_task_modules
+from jobs.worker import session as session_proof
 from jobs.worker import warmup
+from jobs.worker.child import StopReason
 from jobs.worker.claimer import Claimer
 from jobs.worker.completer import Completer
 from jobs.worker.leases import LeaseKeeper
-from jobs.worker.liveness import PeerWatch
+from jobs.worker.liveness import PeerWatch, watches_sessions
 from jobs.worker.maintenance_runner import MaintenanceRunner
 from jobs.worker.pool import ChildPool
 from jobs.worker.queue_caps import QueueCaps, cap_problem
@@ -124,7 +126,9 @@ class Worker:
             drain=self.drain,
         )
         self.maintenance = MaintenanceRunner(self.worker_id, retry=self._retry)
-        self.peers = PeerWatch(self.worker_id, retry=self._retry)  # dead workers of this host
+        # Dead workers: of this host by their pids, of any by their sessions' locks.
+        self.peers = PeerWatch(self.worker_id, retry=self._retry, sessions=watches_sessions())
+        self.session: session_proof.SessionLock | None = None  # this worker's, once started
 
     # Lifecycle ---------------------------------------------------------------------------------
 
@@ -151,8 +155,10 @@ class Worker:
             # Listen before the first claim: a task enqueued in between is found by that claim,
             # and every later one is announced.
             self.listener.fileno()
+            self._start_session()  # once the listener has proven (or not) its sessions kept
             logger.info(
-                "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s",
+                "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s "
+                "session_rescue=%s",
                 self.worker_id,
                 ",".join(
                     f"{q}:{self.queue_caps[q]}" if q in self.queue_caps else q for q in self.queues
@@ -161,6 +167,7 @@ class Worker:
                 self.concurrency,
                 self.burst,
                 self.listener.supported,
+                self.session is not None,
             )
             self._loop()
         finally:
@@ -170,6 +177,8 @@ class Worker:
     def _loop(self):
         pool = self.pool
         while True:
+            self._after_fence()
+            self.leases.note_children(pool.pids())
             self.leases.stop_unleased()
             if self._stop_requested:
                 self.leases.heartbeat()  # the leases of tasks finishing within the grace
@@ -183,7 +192,7 @@ class Worker:
                     return
             else:
                 claimed = self._collect_claim()
-                pool.dispatch()
+                self._dispatch()
                 if (
                     self.burst
                     and claimed == []
@@ -234,6 +243,8 @@ class Worker:
                 "worker not marked stopped, database unreachable worker_id=%s error=%r",
                 self.worker_id, first_line(exc),
             )  # fmt: skip
+        if self.session is not None:
+            self.session.close()  # after the row says stopped: no peer judges it any more
         logger.info("worker stopped worker_id=%s", self.worker_id)
 
     def stop(self, immediately=False):
@@ -276,7 +287,46 @@ class Worker:
         inherited = [self._wakeup_read, self._wakeup_write]
         if self.listener.connected:
             inherited.append(self.listener.fileno())
+        if self.session is not None and (lock_fd := self.session.fileno()) is not None:
+            inherited.append(lock_fd)  # a child must not keep the lock's session open
         return inherited
+
+    # The session proof (jobs.worker.session) ---------------------------------------------------
+
+    def _start_session(self):
+        why_not = session_proof.unavailable(self.listener)
+        if why_not is not None:
+            # Said plainly when asked for: this worker is rescued by its lease (or its pid).
+            log = logger.warning if jobs_settings.SESSION_RESCUE else logger.info
+            log("session rescue off worker_id=%s reason=%s", self.worker_id,
+                why_not.replace(" ", "_"))  # fmt: skip
+            return
+        self.session = session_proof.SessionLock(
+            self.worker_id,
+            fence=lambda: self.pool.kill_all_now(StopReason.SESSION),
+            wake=lambda: os.write(self._wakeup_write, b"\0"),
+        )
+        self.session.start()
+
+    def _after_fence(self):
+        """Record what the session's fence killed; stop a worker its peers judged dead."""
+        session = self.session
+        if session is None:
+            return
+        if session.take_fenced():
+            self.pool.stop_tasks(StopReason.SESSION, None)
+        if session.orphaned and self._stop_requested < 2:
+            self.stop(immediately=True)
+
+    def _dispatch(self):
+        """Hand tasks to idle children, unless the session's proof is lost (see the module)."""
+        session = self.session
+        if session is None:
+            self.pool.dispatch()
+            return
+        with session.guard:
+            if session.held:
+                self.pool.dispatch()
 
     # Database outages --------------------------------------------------------------------------
     # The worker keeps running through one: every write is retried, but none for longer than
@@ -316,6 +366,8 @@ class Worker:
         """
         if not self.claimer.can_start() or self.leases.may_lapse():
             return
+        if self.session is not None and not self.session.held:
+            return  # its tasks could not run: a peer may take them over
         wanted = self.claimer.how_many(self.pool.wanted)
         if wanted <= 0:
             if self.completer.due():

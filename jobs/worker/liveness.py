@@ -1,17 +1,26 @@
-"""Proof that a worker on this host is dead, read from /proc (issue 16, instant rescue).
+"""Proof that another worker is dead: its pid on this host, its database session on any
+(issue 16, instant rescue).
 
 A lapsed lease proves death only after LEASE_SECONDS. On the same host a pid says more, and
 sooner: a pid that is gone, a zombie, or reused by another process (its start time differs
 from the one the worker recorded) belongs to a dead worker. A pid is only judged when the
 boot id and the pid namespace match ours, since a pid means nothing across boots or
-namespaces. Each reading is taken twice, DEATH_CONFIRM_SECONDS apart, before a worker is called
-dead, so a /proc read racing a fork or an exec never rescues a live worker's tasks.
+namespaces, and only once the children recorded on its row (``Worker.children``) are gone
+too, so that a supervisor killed alone is rescued after its children, never beside them. Each
+reading is confirmed by a second one, DEATH_CONFIRM_SECONDS later (``Suspects``: kept until
+the watch's next look, never slept for), so a /proc read racing a fork or an exec never
+rescues a live worker's tasks.
 
-Every worker watches the others of its host (``PeerWatch``, from its main loop every
-``CHECK_INTERVAL``): one query for the rows of live workers of its boot and pid namespace, a
-/proc read for each, and ``jobs.transitions.rescue_dead`` for those confirmed dead, so the
-tasks of a SIGKILLed worker run again within about a second instead of after their lease. A
-worker on another host is still rescued only when its lease lapses.
+On any host, where the worker holds a session lock (``jobs.worker.session``), its key free in
+``pg_locks`` at two looks FREE_CONFIRM_SECONDS apart, with the same key and heartbeat on its
+row, proves its session gone; ``jobs.transitions.rescue_dead`` checks both again under the
+row's lock.
+
+Every worker watches the others (``PeerWatch``, from its main loop every ``CHECK_INTERVAL``,
+or ``SESSION_CHECK_INTERVAL`` when it watches sessions): one query for the rows of live workers
+of its boot and pid namespace and a /proc read for each, one for the keys of the others, and
+``rescue_dead`` for those confirmed dead, so the tasks of a SIGKILLed worker run again within
+about a second (same host) or two (another) instead of after their lease.
 """
 
 from __future__ import annotations
@@ -19,20 +28,23 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections, router
 
-from jobs import transitions
+from jobs import sql, transitions
 from jobs.db import first_line
 from jobs.models import Worker as WorkerRecord
+from jobs.worker.session import FREE_CONFIRM_SECONDS
 
 logger = logging.getLogger(__name__)
 
 PROC = Path("/proc")
 CHECK_INTERVAL = 0.5  # seconds between two looks at the other workers of this host
+# Watching sessions too, more often: a key is confirmed free FREE_CONFIRM_SECONDS after it was
+# first seen free, and the first sighting must come soon for a rescue within 2 s.
+SESSION_CHECK_INTERVAL = 0.25
 DEATH_CONFIRM_SECONDS = 0.4
 # /proc/PID/stat field 22 (starttime, clock ticks since boot); field 3 is the state.
 STARTTIME_FIELD = 22
@@ -142,62 +154,150 @@ def may_judge(boot_id: object, pid_namespace: object, here: HostIdentity | None)
     )
 
 
-def confirmed_dead(
-    candidates: dict[str, tuple[int, int]],
-    *,
-    proc: Path = PROC,
-    confirm_seconds: float = DEATH_CONFIRM_SECONDS,
-    sleep: Callable[[float], None] = time.sleep,
-) -> list[str]:
-    """Worker ids whose (pid, start time) looks dead at two readings confirm_seconds apart."""
-    first = [wid for wid, (pid, start) in candidates.items() if looks_dead(pid, start, proc)]
-    if not first:
-        return []
-    sleep(confirm_seconds)
-    return [wid for wid in first if looks_dead(*candidates[wid], proc)]
+def children_dead(children: object, proc: Path = PROC) -> bool:
+    """Whether every child recorded on a Worker row (``[[pid, start time], ...]``) looks dead.
+
+    A supervisor killed alone leaves its children for the moment it takes them to see it go
+    (``jobs.worker.child``): its tasks are rescued only once they are gone too. A value that is
+    not such a list proves nothing: the worker is then not judged by its pid.
+    """
+    if not isinstance(children, list):
+        return False
+    for entry in children:
+        if not (isinstance(entry, list) and len(entry) == 2):
+            return False
+        if not looks_dead(entry[0], entry[1], proc):
+            return False
+    return True
+
+
+class Suspects:
+    """Workers that looked dead at one reading, until a second one, ``confirm_seconds`` later
+    and with the same evidence, confirms it; checked at the watch's next look, never waited for."""
+
+    def __init__(self, confirm_seconds: float):
+        self.confirm_seconds = confirm_seconds
+        self._first: dict[str, tuple[float, object]] = {}  # id -> (first seen dead, evidence)
+
+    def see(self, worker_id: str, evidence: object, dead: bool, now: float) -> bool:
+        """Note one reading; whether it confirms the death (same evidence, long enough ago)."""
+        if not dead:
+            self._first.pop(worker_id, None)
+            return False
+        first = self._first.get(worker_id)
+        if first is None or first[1] != evidence:
+            self._first[worker_id] = (now, evidence)
+            return False
+        return now >= first[0] + self.confirm_seconds  # as next_at reckons it
+
+    def keep_only(self, worker_ids):
+        """Forget the workers no longer listed (stopped, rescued, removed)."""
+        for worker_id in set(self._first) - set(worker_ids):
+            del self._first[worker_id]
+
+    def next_at(self) -> float:
+        """When (``clock`` time) the first suspicion can be confirmed; never, with none."""
+        return min((at + self.confirm_seconds for at, _ in self._first.values()), default=INF)
+
+
+INF = float("inf")
 
 
 class PeerWatch:
-    """Rescue the tasks of the workers of this host that died, checked every CHECK_INTERVAL."""
+    """Rescue the tasks of dead workers: of this host by their pids, of any host by their
+    database session (``jobs.worker.session``) where ``sessions`` is on."""
 
-    def __init__(self, worker_id: str, *, retry, clock=time.monotonic, proc: Path = PROC):
+    def __init__(self, worker_id: str, *, retry, sessions: bool = False, clock=time.monotonic,
+                 proc: Path = PROC):  # fmt: skip
         """Write through ``retry(operation, what, **options)``, retried on database faults."""
         self.worker_id, self._retry, self._clock, self._proc = worker_id, retry, clock, proc
-        self._here = this_host(proc)  # None: /proc tells nothing, so nothing is ever judged
-        self._next_check = clock() + CHECK_INTERVAL  # the first, once the worker is up
+        self._here = this_host(proc)  # None: /proc tells nothing, so no pid is ever judged
+        self.sessions = sessions
+        self.interval = SESSION_CHECK_INTERVAL if sessions else CHECK_INTERVAL
+        self._pids = Suspects(DEATH_CONFIRM_SECONDS)
+        self._keys = Suspects(FREE_CONFIRM_SECONDS)
+        self._next_check = clock() + self.interval  # the first, once the worker is up
 
     def next_at(self) -> float:
-        """When (``clock`` time) the next check is due; never, where /proc says nothing."""
-        return self._next_check if self._here is not None else float("inf")
+        """When (``clock`` time) the next check is due; never, with nothing to judge by."""
+        if self._here is None and not self.sessions:
+            return INF
+        return min(self._next_check, self._pids.next_at(), self._keys.next_at())
 
     def check_if_due(self) -> int:
-        """Rescue the tasks of this host's dead workers if a check is due; how many."""
-        if self._here is None or self._clock() < self._next_check:
+        """Rescue the tasks of the workers proven dead if a check is due; how many."""
+        now = self._clock()
+        if now < self.next_at():
             return 0
-        self._next_check = self._clock() + CHECK_INTERVAL
+        self._next_check = now + self.interval
         try:
-            peers = self._retry(self._peers, "read workers of this host", deadline_seconds=1.0)
-            if not peers:  # alone on this host (the common case): one query, nothing more
-                return 0
-            dead = confirmed_dead(peers, proc=self._proc)
+            dead, sessions = self._retry(
+                lambda: self._look(now), "read the other workers", deadline_seconds=1.0
+            )
             if not dead:
                 return 0
-            logger.warning("workers found dead worker_ids=%s", ",".join(sorted(dead)))
+            logger.warning(
+                "workers found dead worker_ids=%s by=%s",
+                ",".join(sorted(dead)),
+                ",".join("session" if wid in sessions else "pid" for wid in sorted(dead)),
+            )
             return self._retry(
-                lambda: transitions.rescue_dead(dead), "rescue dead workers", deadline_seconds=1.0
+                lambda: transitions.rescue_dead(dead, sessions=sessions),
+                "rescue dead workers",
+                deadline_seconds=1.0,
             )
         except DatabaseError as exc:
             logger.warning("dead workers not checked error=%r", first_line(exc))
             return 0
 
-    def _peers(self) -> dict[str, tuple[int, int]]:
+    def _look(self, now: float) -> tuple[list[str], dict]:
+        """One look at the others: the ids proven dead, and for those proven by their session
+        the (key, heartbeat) seen free, for ``rescue_dead`` to check again under a lock."""
+        local = self._local_peers()
+        dead = []
+        for wid, (pid, start, children) in local.items():
+            gone = looks_dead(pid, start, self._proc) and children_dead(children, self._proc)
+            if self._pids.see(wid, (pid, start), gone, now):
+                dead.append(wid)
+        self._pids.keep_only(local)
+        sessions = {}
+        if self.sessions:
+            peers = self._session_peers()
+            for wid, key, heartbeat_at, held in peers:
+                if wid in local and not children_dead(local[wid][2], self._proc):
+                    held = True  # a child of this host still runs: not yet
+                if self._keys.see(wid, (key, heartbeat_at), not held, now) and wid not in dead:
+                    sessions[wid] = (key, heartbeat_at)
+            self._keys.keep_only(peer[0] for peer in peers)
+        return [*dead, *sessions], sessions
+
+    def _local_peers(self) -> dict[str, tuple[int, int, object]]:
         here = self._here
-        assert here is not None
+        if here is None:
+            return {}
         rows = WorkerRecord.objects.filter(
             stopped_at__isnull=True, boot_id=here.boot_id, pid_namespace=here.pid_namespace
         ).exclude(pk=self.worker_id)
         return {
-            wid: (pid, start)
-            for wid, pid, start in rows.values_list("pk", "pid", "process_start")
+            wid: (pid, start, children)
+            for wid, pid, start, children in rows.values_list(
+                "pk", "pid", "process_start", "children"
+            )
             if start is not None
         }
+
+    def _session_peers(self) -> list[tuple]:
+        connection = connections[router.db_for_read(WorkerRecord)]
+        with connection.cursor() as cursor:
+            cursor.execute(sql.dialect(connection).session_peers_sql(connection), [self.worker_id])
+            return cursor.fetchall()
+
+
+def watches_sessions() -> bool:
+    """Whether this worker watches its peers' sessions: on PostgreSQL unless turned off. A
+    worker behind a pooler, holding no lock of its own, still reads the others' in pg_locks."""
+    from jobs.conf import jobs_settings
+
+    if jobs_settings.SESSION_RESCUE is False:
+        return False
+    return bool(sql.dialect(router.db_for_read(WorkerRecord)).SESSION_LOCKS)

@@ -31,6 +31,12 @@ def lost_error(child: Child, reason: str, timeout: float, max_memory_bytes: int 
             "The task was stopped: its worker could not reach the database to renew its lease.",
             detail=f"child process {child.pid} killed, lease not renewed",
         )
+    if reason == StopReason.SESSION:
+        return WorkerCrashed(
+            "The task was stopped: its worker lost its database session, so another worker "
+            "may take it over.",
+            detail=f"child process {child.pid} killed, session lock lost",
+        )
     if reason == StopReason.MEMORY:
         assert max_memory_bytes is not None, "killed for memory only under a limit"
         return MemoryLimitExceeded(
@@ -69,7 +75,7 @@ def record_running(child: Child, reason: str, max_memory_bytes: int | None, retr
 def lost_beside(child: Child, reason: str, max_memory_bytes: int | None):
     """The error to record for an async task stopped with its child for another task's sake
     (or for the child's: memory, lease), transient: retried under its policy."""
-    if reason in (StopReason.LEASE, StopReason.MEMORY):
+    if reason in (StopReason.LEASE, StopReason.SESSION, StopReason.MEMORY):
         return lost_error(child, reason, 0.0, max_memory_bytes)
     return WorkerCrashed(
         "The task was stopped with the worker process it ran in, beside other tasks.",

@@ -11,6 +11,8 @@ import contextlib
 import json
 import logging
 import math
+import os
+import signal
 import time
 from collections import deque
 from datetime import UTC, datetime
@@ -350,6 +352,19 @@ class ChildPool:
             elif self.max_memory_bytes and (child.rss_bytes() or 0) > self.max_memory_bytes:
                 logger.warning("task over memory limit pid=%s", child.pid)
                 self._kill(child, StopReason.MEMORY)
+
+    def pids(self) -> list[int]:
+        """The children's pids, to record on the worker's row (``jobs.worker.liveness``)."""
+        return [child.pid for child in self.children]
+
+    def kill_all_now(self, reason: StopReason):
+        """SIGKILL every child and its group at once, busy or idle; safe from another thread
+        (``jobs.worker.session``'s fence). The loop then records the losses (``stop_tasks``)."""
+        for child in list(self.children):
+            child.killed_for = reason
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            child.kill_group()
 
     def _kill(self, child: Child, reason: StopReason):
         child.kill(reason)

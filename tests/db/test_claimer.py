@@ -127,34 +127,40 @@ def test_a_claim_on_a_notification_that_found_nothing_lets_the_next_ones_pass(cl
     """One NOTIFY reaches the whole idle fleet: the workers that claimed nothing sit out."""
     claimer.DEAF_FIRST = 0.4  # long enough that a loaded machine is still within the pause
     assert claim(claimer, 5) == []  # idle: nothing more until news
-    assert claimer.notified(poll_interval=1.0)
+    assert claimer.notified(poll_interval=4.0)
     assert claim(claimer, 5) == []  # the notification's task went to another worker
-    assert not claimer.notified(poll_interval=1.0)  # within the pause (0.2..0.4 s)
+    assert not claimer.notified(poll_interval=4.0)  # within the pause (0.2..0.4 s)
     assert not claimer.may_find_more
     claimer.news()  # a child finished, a poll: still claims
     assert claimer.may_find_more
     assert claim(claimer, 5) == []  # not the notification's claim: the pause stays as it was
     assert claimer._deaf_seconds == claimer.DEAF_FIRST
     time.sleep(claimer.DEAF_FIRST)
-    assert claimer.notified(poll_interval=1.0)
+    assert claimer.notified(poll_interval=4.0)
     assert claim(claimer, 5) == []
     assert claimer._deaf_seconds == 2 * claimer.DEAF_FIRST  # doubled
     time.sleep(2 * claimer.DEAF_FIRST)
-    assert claimer.notified(poll_interval=1.0)
+    assert claimer.notified(poll_interval=4.0)
     TaskFactory()
     assert len(claim(claimer, 5)) == 1
     assert claimer._deaf_seconds == claimer.DEAF_FIRST  # halved by a claim that took a task
-    assert claimer.notified(poll_interval=1.0)  # and no pause
+    assert claimer.notified(poll_interval=4.0)  # and no pause
 
 
-def test_the_pause_never_outlasts_the_poll_interval(claimer):
+@pytest.mark.parametrize(("poll_interval", "cap"), [(0.2, 0.05), (1.0, 0.25), (30.0, 1.0)])
+def test_the_pause_is_capped_at_a_quarter_of_the_poll_interval_and_a_second(
+    claimer, poll_interval, cap
+):
+    """A burst must not wait a whole poll interval (30 s here) on a fleet that sat out."""
     claim(claimer, 5)
-    for _ in range(8):
+    for _ in range(12):  # 50 ms doubled 12 times would be 200 s
         claimer._deaf_until = 0.0
-        assert claimer.notified(poll_interval=0.2)
+        assert claimer.notified(poll_interval=poll_interval)
         assert claim(claimer, 5) == []
-    assert claimer._deaf_seconds == 0.2
-    assert claimer._deaf_until - time.monotonic() <= 0.2
+    assert claimer._deaf_seconds == cap
+    assert 0 < claimer._deaf_until - time.monotonic() <= cap
+    time.sleep(cap)
+    assert claimer.notified(poll_interval=poll_interval)  # the burst's next NOTIFY is heard
 
 
 def test_news_without_a_notification_never_starts_a_pause(claimer):

@@ -45,13 +45,75 @@ def test_a_dead_worker_of_this_host_is_rescued_and_a_live_one_is_not():
     watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
     assert watch.check_if_due() == 0  # the first check is CHECK_INTERVAL after the start
     now[0] = liveness.CHECK_INTERVAL
-    assert watch.check_if_due() == 1
+    assert watch.check_if_due() == 0  # seen dead once: a suspect, never slept for
+    assert watch.next_at() == liveness.CHECK_INTERVAL + liveness.DEATH_CONFIRM_SECONDS
+    now[0] += liveness.DEATH_CONFIRM_SECONDS / 2
+    assert watch.check_if_due() == 0  # not due: the confirmation comes later
+    now[0] = watch.next_at()
+    assert watch.check_if_due() == 1  # seen dead again, DEATH_CONFIRM_SECONDS later
     task.refresh_from_db()
     kept.refresh_from_db()
     assert task.status == Status.RETRYING
     assert kept.status == Status.RUNNING
     assert list(Worker.objects.values_list("pk", flat=True)) == [alive.pk]
     assert watch.check_if_due() == 0  # not due again before CHECK_INTERVAL
+
+
+def test_a_suspect_seen_alive_again_is_forgotten(monkeypatch):
+    """A reading that looked dead (a /proc read racing an exec, say) needs a second one."""
+    pid, start = dead_pid_and_start()
+    row = peer(pid, start)
+    task = TaskFactory(running=True, worker_id=row.pk)
+    now = [liveness.CHECK_INTERVAL]
+    watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
+    assert watch.check_if_due() == 0  # suspect
+    alive = {"pid": os.getpid(), "process_start": liveness.own_start_time()}
+    Worker.objects.filter(pk=row.pk).update(**alive)
+    now[0] = watch.next_at()
+    assert watch.check_if_due() == 0  # alive at the second look: not confirmed
+    assert watch.next_at() == now[0] + liveness.CHECK_INTERVAL  # and no suspect left
+    task.refresh_from_db()
+    assert task.status == Status.RUNNING
+
+
+def test_a_dead_supervisor_whose_child_lives_is_not_rescued_until_the_child_dies():
+    """Killed alone, a supervisor leaves its children for a moment (their pidfd watch): the
+    rescuer waits for every child recorded on the row."""
+    pid, start = dead_pid_and_start()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        child_stat = liveness.read_stat(child.pid)
+        assert child_stat is not None
+        row = peer(pid, start, children=[[child.pid, child_stat.start_time]])
+        task = TaskFactory(running=True, worker_id=row.pk)
+        now = [liveness.CHECK_INTERVAL]
+        watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
+        for _ in range(3):
+            assert watch.check_if_due() == 0
+            now[0] += 1.0
+        task.refresh_from_db()
+        assert task.status == Status.RUNNING
+    finally:
+        child.kill()
+        child.wait()
+    assert watch.check_if_due() == 0  # the child gone: a suspect now
+    now[0] = watch.next_at()
+    assert watch.check_if_due() == 1
+    task.refresh_from_db()
+    assert task.status == Status.RETRYING
+
+
+@pytest.mark.parametrize("children", [[[0, 5]], [["1", 5]], [[1]], "1,2", {"pid": 1}])
+def test_children_that_are_not_pid_pairs_prove_nothing(children):
+    pid, start = dead_pid_and_start()
+    row = peer(pid, start, children=children)
+    TaskFactory(running=True, worker_id=row.pk)
+    now = [liveness.CHECK_INTERVAL]
+    watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
+    for _ in range(3):
+        assert watch.check_if_due() == 0
+        now[0] += 1.0
+    assert Worker.objects.filter(pk=row.pk).exists()
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,7 @@ ACCEPTED = {
     "LEADER_LEASE_SECONDS": {"none"},  # four maintenance intervals
     "CHILD_CONNECTIONS": {"none"},  # no cap: every child may hold one
     "TRANSPORT": {"none"},  # the database's own notifications
+    "SESSION_RESCUE": {"none", "true"},  # on where the database allows it
     "AUTO_PRUNE": {"true"},
     "DEFAULT_QUEUE": {"text"},
 }

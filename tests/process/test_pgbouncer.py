@@ -110,6 +110,10 @@ def test_without_a_direct_connection_the_worker_polls_and_says_why(start_worker,
     assert "listen off, polling instead" in worker.output
     assert "listen=False" in worker.output
     assert "JOBS_LISTEN_DATABASE" in worker.output
+    # Nor a session lock: through transaction pooling it would be a pooled server's.
+    assert "session rescue off" in worker.output
+    assert "not_proven_to_keep_their_session" in worker.output
+    assert "session_rescue=False" in worker.output
     task = tasks.add.enqueue(1, 2).record
     wait_for(
         lambda: Task.objects.filter(pk=task.pk, status=Status.SUCCEEDED).exists(),
@@ -124,6 +128,8 @@ def test_listen_over_the_direct_connection_wakes_the_worker_at_once(start_worker
     wait_for(lambda: "worker started" in worker.output, message="worker start")
     assert "listen=True" in worker.output, worker.output
     assert "listen off" not in worker.output
+    assert "session rescue off" in worker.output  # the task table's connections are pooled
+    assert "JOBS_LISTEN_DATABASE_is_set" in worker.output
     latencies = []
     for i in range(5):
         task = tasks.add.enqueue(i, i).record

@@ -27,3 +27,11 @@ class TestAppConfig(AppConfig):
             from jobs.backends import task_finished
 
             task_finished.connect(report_finished, dispatch_uid="tests-report-finished")
+        # A worker "on another host": it records this boot id, so no peer of this machine can
+        # judge it by its pid, and only its session proves it dead
+        # (tests/process/test_session_rescue.py).
+        boot_id = os.environ.get("JOBS_TEST_BOOT_ID")
+        if boot_id:
+            from jobs.worker import liveness
+
+            liveness.read_boot_id = lambda proc=liveness.PROC: boot_id

@@ -1,9 +1,9 @@
-"""The fleet's settings: the maintenance leader's lease (jobs.E024) and the cap on children's
-database connections (jobs.E025)."""
+"""The fleet's settings: the maintenance leader's lease (jobs.E024), the cap on children's
+database connections (jobs.E025) and the session proof of life (jobs.E026)."""
 
 import pytest
 
-from jobs.fleet_checks import check_child_connections, check_leader_lease
+from jobs.fleet_checks import check_child_connections, check_leader_lease, check_session_rescue
 from jobs.worker import connection_slots
 from jobs.worker.maintenance_runner import leader_lease_seconds
 
@@ -54,3 +54,16 @@ def test_a_cap_at_or_above_the_concurrency_changes_nothing(settings):
     assert connection_slots.cap(8) == 4
     settings.JOBS_CHILD_CONNECTIONS = None
     assert connection_slots.cap(8) == 0
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+def test_sensible_session_rescue_values_pass(settings, value):
+    settings.JOBS_SESSION_RESCUE = value
+    assert ids(check_session_rescue) == []
+
+
+@pytest.mark.parametrize("value", ["off", "False", 0, 1, "", [], {"on": True}])
+def test_hostile_session_rescue_values_are_refused(settings, value):
+    """A string "off" is truthy: refused rather than read as on."""
+    settings.JOBS_SESSION_RESCUE = value
+    assert ids(check_session_rescue) == ["jobs.E026"]
