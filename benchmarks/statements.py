@@ -1,18 +1,19 @@
 """Count the SQL statements a real worker sends, for benchmarks/transports.py.
 
 With ``JOBS_BENCH_STATEMENTS=<directory>`` in its environment, a process started with
-``benchmarks.settings`` counts every statement that goes through a Django database connection
-(``connection.execute_wrappers``, installed on each connection as it is made), its forked
-children's included (the counter is in shared memory, made before any fork), and writes the
-total to ``<directory>/<pid>`` when it exits. That is the claims, outcomes, heartbeats,
-maintenance and polls of the worker; the LISTEN connection of the database transport on
-PostgreSQL (psycopg, outside Django) is not counted: it sends LISTEN once and a probe per
-reconnection. ``collect(directory)`` sums and removes what the workers wrote.
+``benchmarks.settings`` (``benchmarks/apps.py``) counts every statement that goes through a
+Django database connection (``connection.execute_wrappers``, installed on each connection as it
+is made; an ``executemany`` counts its rows), its forked children's included, into the file
+``<directory>/<pid>``: eight bytes mapped in shared memory, so that the benchmark reads the count
+while the worker runs. That is the claims, outcomes, heartbeats, maintenance and polls of the
+worker; the LISTEN connection of the database transport on PostgreSQL (psycopg, outside Django)
+is not counted: it sends LISTEN once and a probe per reconnection.
 """
 
-import atexit
+import mmap
 import multiprocessing
 import os
+import struct
 from pathlib import Path
 
 ENV = "JOBS_BENCH_STATEMENTS"
@@ -25,12 +26,16 @@ def install() -> None:
     from django.db import connections
     from django.db.backends.signals import connection_created
 
-    counter = multiprocessing.Value("q", 0)  # shared with the children forked later
-    owner = os.getpid()
+    path = Path(directory, str(os.getpid()))
+    path.write_bytes(bytes(8))
+    with open(path, "r+b") as file:
+        shared = mmap.mmap(file.fileno(), 8)  # MAP_SHARED: the children's counts land here too
+    lock = multiprocessing.Lock()  # made before any fork: the children share it
 
     def count(execute, sql, params, many, context):
-        with counter.get_lock():
-            counter.value += len(params) if many and params is not None else 1
+        with lock:
+            done = struct.unpack_from("q", shared)[0]
+            struct.pack_into("q", shared, 0, done + (len(params) if many and params else 1))
         return execute(sql, params, many, context)
 
     def on_connection(sender, connection, **kwargs):
@@ -41,17 +46,26 @@ def install() -> None:
     for connection in connections.all(initialized_only=True):
         on_connection(None, connection)
 
-    def write():
-        if os.getpid() == owner:
-            Path(directory, str(owner)).write_text(str(counter.value))
 
-    atexit.register(write)
+def counted(directory) -> int:
+    """The statements counted so far by every worker started since the last ``forget``."""
+    return sum(struct.unpack("q", path.read_bytes()[:8])[0] for path in Path(directory).iterdir())
 
 
-def collect(directory) -> int:
-    """The statements counted by every worker that exited since the last call."""
-    total = 0
+def forget(directory) -> None:
     for path in Path(directory).iterdir():
-        total += int(path.read_text())
         path.unlink()
-    return total
+
+
+class Window:
+    """A context manager: the statements counted between its entry and its exit, in ``.count``."""
+
+    def __init__(self, directory):
+        self.directory, self.count = directory, 0
+
+    def __enter__(self):
+        self.count = -counted(self.directory)
+        return self
+
+    def __exit__(self, *exc):
+        self.count += counted(self.directory)

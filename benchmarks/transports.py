@@ -5,10 +5,12 @@
 
 Pickup: enqueue-to-start latency (p50/p95) of ``--pickup`` tasks 20 ms apart with one idle worker
 (``benchmarks.workers.pickup``); drain: ``--tasks`` queued no-op tasks run by 2 burst workers.
-Statements per task: every SQL statement the workers send through Django's connections during
-the pickup and during the drain (``benchmarks/statements.py``: an execute wrapper in the real
-``runworker`` processes, children included), divided by the tasks; and enqueue's, counted the
-same way in this process over ``--pickup`` single enqueues, each in its own transaction.
+Statements per task: every SQL statement the workers send through Django's connections
+(``benchmarks/statements.py``: an execute wrapper in the real ``runworker`` processes, children
+included), divided by the tasks: at pickup from the first enqueue to the last task done (the
+idle worker's polls, heartbeats and maintenance in that window included, its start not), at the
+drain over the burst workers' whole life (start included); and enqueue's, counted the same way
+in this process over ``--pickup`` single enqueues, each in its own transaction.
 Each transport runs ``--runs`` times, interleaved; medians and min..max. ``--redis`` names the
 Redis server (the machine's shared one by default; the benchmark only adds streams under
 ``jobs:queue:``); ``--rabbitmq`` an AMQP URL, by default a vhost of the benchmark's own made with
@@ -113,11 +115,13 @@ def run(args, transports, counts):
         for name, url in transports.items():
             os.environ["JOBS_TRANSPORT"] = url or ""  # the workers' (benchmarks/settings.py)
             settings.JOBS_TRANSPORT = url  # this process's enqueue
-            statements.collect(counts)
-            p50, p95 = pickup(args.pickup, "WARNING")
-            pickup_sql = statements.collect(counts) / args.pickup
+            statements.forget(counts)
+            window = statements.Window(counts)
+            p50, p95 = pickup(args.pickup, "WARNING", window)
+            pickup_sql = window.count / args.pickup
+            statements.forget(counts)
             rate = drain(args.tasks, 2, 4, "WARNING")["rate"]
-            drain_sql = statements.collect(counts) / args.tasks
+            drain_sql = statements.counted(counts) / args.tasks  # the whole life of the workers
             enqueue_sql = enqueue_statements(args.pickup)
             for key, value in zip(keys, [p50, p95, rate, pickup_sql, drain_sql, enqueue_sql],
                                   strict=True):  # fmt: skip

@@ -129,6 +129,7 @@ class ThreadedListener:
     # only where the database OPTIONS set a prepare_threshold (jobs.worker.claimer).
     keeps_sessions = False
     supported = True
+    wakes_all = False  # a message wakes one worker of its queue (jobs.worker.claimer.notified)
     thread_name = "jobs-broker"
 
     def __init__(self, url: str, queues):

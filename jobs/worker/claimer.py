@@ -96,7 +96,7 @@ class Claimer:
         self.may_find_more = True
         self._news += 1
 
-    def notified(self, poll_interval: float) -> bool:
+    def notified(self, poll_interval: float, *, herd: bool = True) -> bool:
         """Note a notification (tasks enqueued somewhere); whether it is news worth a claim.
 
         One NOTIFY reaches every idle worker of the fleet, and all of them would claim at once
@@ -106,7 +106,12 @@ class Claimer:
         jittered so the fleet's pauses spread out); the workers that did get tasks, and those
         whose pause ended, answer the next. Its poll and its children's
         news still wake it meanwhile, so a task waits at most a poll interval, as without LISTEN.
+        A broker's message wakes one worker (``herd=False``): there is no herd to thin, and
+        every one is answered.
         """
+        if not herd:
+            self.news()
+            return True
         if time.monotonic() < self._deaf_until:
             return False
         self.news()
