@@ -91,6 +91,8 @@ def check_transport():
     if backend == "rabbitmq":
         from jobs.transports.rabbitmq import parameters
 
+        assert url is not None
+
         try:
             parameters(url, name="check")
         except ValueError as exc:

@@ -56,10 +56,12 @@ def listener(queues):
     """The worker's listener for ``queues`` (all when empty), per ``JOBS_TRANSPORT``."""
     name, url = backend()
     if name == "redis":
+        assert url is not None
         from jobs.transports.redis_streams import RedisListener
 
         return RedisListener(url, queues)
     if name == "rabbitmq":
+        assert url is not None
         from jobs.transports.rabbitmq import RabbitListener
 
         return RabbitListener(url, queues)

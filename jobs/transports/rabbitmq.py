@@ -16,6 +16,7 @@ binding: its workers are then woken for other queues too, which costs a claim an
 
 import contextlib
 import urllib.parse
+from typing import Any
 
 from jobs.transports.base import Publisher, ThreadedListener
 
@@ -72,8 +73,8 @@ class RabbitPublisher(Publisher):
         super().__init__(url)
         self.errors = (pika.exceptions.AMQPError, OSError)
         self.params = parameters(url, name=f"jobs enqueue {os.uname().nodename}-{os.getpid()}")
-        self._connection = None
-        self._channel = None
+        self._connection: Any = None  # pika's BlockingConnection and its channel, once open
+        self._channel: Any = None
         self._pid = os.getpid()
 
     def _open(self):

@@ -5,6 +5,7 @@ Workers read with XREADGROUP NOACK in one consumer group, so each message wakes 
 """
 
 import contextlib
+from typing import cast
 
 from jobs.transports.base import Publisher, ThreadedListener
 
@@ -62,7 +63,7 @@ class RedisListener(ThreadedListener):
                 replies = client.xreadgroup(
                     GROUP, self.consumer, {s: ">" for s in streams}, block=BLOCK_MS, noack=True
                 )
-                for key, messages in replies or ():  # type: ignore[union-attr]
+                for key, messages in cast(list, replies or []):
                     name = key.decode() if isinstance(key, bytes) else str(key)
                     for _id, fields in messages:
                         self.announce(name.removeprefix(PREFIX), fields.get(b"ids", b""))
