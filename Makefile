@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # and they take minutes a stage). `make test-postgres` alone runs everything.
 PG_PYTEST_ARGS ?=
 
-.PHONY: install screenshots demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium pgbouncer redis test-newest-python test-package clean
+.PHONY: install screenshots demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium pgbouncer redis rabbitmq test-newest-python test-package clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,11 +58,11 @@ migrations-check: install
 docs: install
 	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
 
-test-sqlite: install chromium redis
+test-sqlite: install chromium redis rabbitmq
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on SQLite"
 	DATABASE_URL=$(SQLITE_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
-test-postgres: install postgres chromium pgbouncer redis
+test-postgres: install postgres chromium pgbouncer redis rabbitmq
 	@echo "== $$($(PY) -c 'import django, sys; print(f"Python {sys.version.split()[0]}, Django {django.__version__}")') on PostgreSQL"
 	DATABASE_URL=$(PG_URL) $(PY) -m pytest $(PG_PYTEST_ARGS) $(PYTEST_ARGS)
 
@@ -77,6 +77,9 @@ pgbouncer:
 
 redis:
 	.ci/ensure-redis
+
+rabbitmq:
+	.ci/ensure-rabbitmq
 
 test-newest-python:
 	@newer=$$(.ci/find-newer-python); \

@@ -11,6 +11,7 @@ a table in Markdown for the README. ``--only drain,pickup`` picks measurements.
 """
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -178,8 +179,11 @@ def drain(
             "pss": sampler.peak_pss}  # fmt: skip
 
 
-def pickup(count: int, log_level: str) -> tuple[float, float]:
-    """Enqueue-to-start latency (p50, p95, in ms) with an idle worker, tasks 20 ms apart."""
+def pickup(count: int, log_level: str, window=None) -> tuple[float, float]:
+    """Enqueue-to-start latency (p50, p95, in ms) with an idle worker, tasks 20 ms apart.
+
+    ``window``, a context manager, is entered once the worker is idle and left when the last
+    task is done (benchmarks/transports.py counts the worker's statements in it)."""
     from benchmarks.tasks import noop
     from jobs.models import Task
 
@@ -187,12 +191,13 @@ def pickup(count: int, log_level: str) -> tuple[float, float]:
     processes = start_workers(1, concurrency=4, burst=False, log_level=log_level)
     try:
         wait_idle_workers(1)
-        next_at = time.monotonic()
-        for n in range(count):
-            noop.enqueue(n)
-            next_at += 0.02
-            time.sleep(max(0.0, next_at - time.monotonic()))
-        wait_for(lambda: finished_count() >= count, 60, "pickup tasks")
+        with window or contextlib.nullcontext():
+            next_at = time.monotonic()
+            for n in range(count):
+                noop.enqueue(n)
+                next_at += 0.02
+                time.sleep(max(0.0, next_at - time.monotonic()))
+            wait_for(lambda: finished_count() >= count, 60, "pickup tasks")
     finally:
         stop_workers(processes)
     waits = sorted(

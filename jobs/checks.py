@@ -70,22 +70,33 @@ def check_settings(app_configs, **kwargs):
 
 
 def check_transport():
-    """jobs.E050: JOBS_TRANSPORT names no transport, or its client library is missing."""
+    """jobs.E050: JOBS_TRANSPORT names no transport, its URL is bad, or its client is missing."""
     try:
-        backend, _url = transports.parse(jobs_settings.TRANSPORT)
+        backend, url = transports.parse(jobs_settings.TRANSPORT)
     except ValueError as exc:
         return [checks.Error(str(exc), id="jobs.E050")]
-    if backend == "redis":
+    if backend == "database":
+        return []
+    module, package = transports.CLIENTS[backend]
+    try:
+        __import__(module)
+    except ImportError:
+        return [
+            checks.Error(
+                f"JOBS_TRANSPORT names {backend} but {package} is not installed.",
+                hint=f"pip install 'django-jobs-queue[{backend}]'",
+                id="jobs.E050",
+            )
+        ]
+    if backend == "rabbitmq":
+        from jobs.transports.rabbitmq import parameters
+
+        assert url is not None
+
         try:
-            import redis  # noqa: F401
-        except ImportError:
-            return [
-                checks.Error(
-                    "JOBS_TRANSPORT names Redis but redis-py is not installed.",
-                    hint="pip install 'django-jobs-queue[redis]'",
-                    id="jobs.E050",
-                )
-            ]
+            parameters(url, name="check")
+        except ValueError as exc:
+            return [checks.Error(f"JOBS_TRANSPORT: {exc}", id="jobs.E050")]
     return []
 
 

@@ -1,17 +1,22 @@
-"""How workers learn of new tasks: the database (default) or Redis Streams.
+"""How workers learn of new tasks: the database (default), Redis Streams or RabbitMQ.
 
 ``JOBS_TRANSPORT`` is ``None`` or ``"database"`` (PostgreSQL LISTEN/NOTIFY, polling elsewhere),
-or a Redis URL (``"redis://host:6379/0"``), or ``{"BACKEND": "redis", "URL": "redis://..."}``.
-The task row stays the record in every case: a broker carries only ids, published once the
-enqueueing transaction commits, and a worker woken by them still takes tasks with the
-database's guarded claim. A message lost, duplicated or late changes nothing; the worker's poll
-(every ``JOBS_POLL_INTERVAL``) finds what no message announced.
+a Redis URL (``"redis://host:6379/0"``), an AMQP URL (``"amqp://guest:guest@host:5672/%2F"``),
+or ``{"BACKEND": "redis" | "rabbitmq", "URL": "..."}``. The task row stays the record in every
+case: a broker carries only ids, published once the enqueueing transaction commits, and a worker
+woken by them still takes tasks with the database's guarded claim. A message lost, duplicated or
+late changes nothing; the worker's poll (every ``JOBS_POLL_INTERVAL``) finds what no message
+announced. What the brokers share is in ``jobs.transports.base``.
 """
 
 from django.db import transaction
 
 from jobs.conf import jobs_settings
-from jobs.transports.redis_streams import RedisListener, publish
+
+SCHEMES = {"redis": ("redis://", "rediss://", "unix://"), "rabbitmq": ("amqp://", "amqps://")}
+CLIENTS = {"redis": ("redis", "redis-py"), "rabbitmq": ("pika", "pika")}  # module, package
+
+_publishers: dict[tuple[str, str], object] = {}
 
 
 def parse(setting) -> tuple[str, str | None]:
@@ -19,17 +24,26 @@ def parse(setting) -> tuple[str, str | None]:
     if setting is None or setting == "database":
         return "database", None
     if isinstance(setting, str):
-        if setting.startswith(("redis://", "rediss://", "unix://")):
-            return "redis", setting
-        raise ValueError(f"JOBS_TRANSPORT {setting!r}: expected 'database' or a redis:// URL")
+        for name, schemes in SCHEMES.items():
+            if setting.startswith(schemes):
+                return name, setting
+        raise ValueError(
+            f"JOBS_TRANSPORT {setting!r}: expected 'database', a redis:// or an amqp:// URL"
+        )
     if isinstance(setting, dict):
         backend = setting.get("BACKEND")
         if backend == "database":
             return "database", None
-        if backend == "redis" and isinstance(setting.get("URL"), str):
-            return "redis", setting["URL"]
+        if backend in SCHEMES and isinstance(setting.get("URL"), str):
+            if not setting["URL"].startswith(SCHEMES[backend]):
+                raise ValueError(
+                    f"JOBS_TRANSPORT {setting!r}: a {backend} URL starts with "
+                    + " or ".join(SCHEMES[backend])
+                )
+            return backend, setting["URL"]
         raise ValueError(
-            f"JOBS_TRANSPORT {setting!r}: BACKEND must be 'database' or 'redis' (with a URL)"
+            f"JOBS_TRANSPORT {setting!r}: BACKEND must be 'database', 'redis' or 'rabbitmq' "
+            "(with a URL)"
         )
     raise ValueError(f"JOBS_TRANSPORT {setting!r}: expected None, a string or a dict")
 
@@ -43,18 +57,40 @@ def listener(queues):
     name, url = backend()
     if name == "redis":
         assert url is not None
+        from jobs.transports.redis_streams import RedisListener
+
         return RedisListener(url, queues)
+    if name == "rabbitmq":
+        assert url is not None
+        from jobs.transports.rabbitmq import RabbitListener
+
+        return RabbitListener(url, queues)
     from jobs.worker.notify import Listener  # app registry: it imports jobs' models
 
     return Listener()
+
+
+def publisher(name: str, url: str):
+    """This process's publisher for a broker URL, made once."""
+    key = (name, url)
+    if key not in _publishers:
+        if name == "redis":
+            from jobs.transports.redis_streams import RedisPublisher
+
+            _publishers[key] = RedisPublisher(url)
+        else:
+            from jobs.transports.rabbitmq import RabbitPublisher
+
+            _publishers[key] = RabbitPublisher(url)
+    return _publishers[key]
 
 
 def announce_on_commit(queue: str, ids, *, using: str) -> None:
     """Publish ``ids`` of ``queue`` once the caller's transaction commits (database: nothing,
     its trigger announces); never raises because the broker is down."""
     name, url = backend()
-    if name != "redis" or not ids:
+    if name == "database" or not ids:
         return
-    ids = [str(task_id) for task_id in ids]
     assert url is not None
-    transaction.on_commit(lambda: publish(url, queue, ids), using=using)
+    ids = [str(task_id) for task_id in ids]
+    transaction.on_commit(lambda: publisher(name, url).publish(queue, ids), using=using)

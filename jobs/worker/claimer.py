@@ -100,7 +100,7 @@ class Claimer:
         self.may_find_more = True
         self._news += 1
 
-    def notified(self, poll_interval: float) -> bool:
+    def notified(self, poll_interval: float, *, herd: bool = True) -> bool:
         """Note a notification (tasks enqueued somewhere); whether it is news worth a claim.
 
         One NOTIFY reaches every idle worker of the fleet, and all of them would claim at once
@@ -111,7 +111,12 @@ class Claimer:
         workers that did get tasks, and those whose pause ended, answer the next. Its poll and
         its children's news still wake it meanwhile; a burst that the answering workers cannot
         take alone waits at most one pause for the others.
+        A broker's message wakes one worker (``herd=False``): there is no herd to thin, and
+        every one is answered.
         """
+        if not herd:
+            self.news()
+            return True
         if time.monotonic() < self._deaf_until:
             return False
         self.news()

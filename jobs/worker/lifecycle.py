@@ -435,7 +435,8 @@ class Worker:
         if any(key.data == ("listen", None) for key, _ in events):
             queues = self.listener.drain()
             logger.debug("woken queues=%s", ",".join(sorted(queues)))
-            news = self.claimer.notified(self.poll_interval) or news  # see Claimer.notified
+            herd = self.listener.wakes_all  # see Claimer.notified
+            news = self.claimer.notified(self.poll_interval, herd=herd) or news
         self.pool.handle_ready(
             [key.data[1] for key, _ in events if key.data and key.data[0] == "child"]
         )

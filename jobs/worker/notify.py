@@ -49,6 +49,8 @@ def wake(queues, *, using: str):
 class Listener:
     """A LISTEN connection whose socket the worker's wait can watch; None where unsupported."""
 
+    wakes_all = True  # one NOTIFY reaches every idle worker (jobs.worker.claimer.notified)
+
     def __init__(self):
         self.task_alias = router.db_for_write(Task)
         self.alias = jobs_settings.LISTEN_DATABASE or self.task_alias

@@ -163,6 +163,22 @@ def test_the_pause_is_capped_at_a_quarter_of_the_poll_interval_and_a_second(
     assert claimer.notified(poll_interval=poll_interval)  # the burst's next NOTIFY is heard
 
 
+def test_a_broker_message_wakes_one_worker_and_is_always_answered(claimer):
+    """A broker's message reaches one worker (herd=False): an empty claim on one (a duplicate, a
+    task another claim took) starts no pause, and a pause started by a NOTIFY lets it pass."""
+    claimer.DEAF_FIRST = 0.4
+    claim(claimer, 5)
+    for _ in range(3):
+        assert claimer.notified(poll_interval=1.0, herd=False)
+        assert claim(claimer, 5) == []
+    assert claimer._deaf_until <= time.monotonic()
+    assert claimer.notified(poll_interval=1.0)
+    assert claim(claimer, 5) == []  # a NOTIFY's empty claim: a pause
+    assert not claimer.notified(poll_interval=1.0)
+    assert claimer.notified(poll_interval=1.0, herd=False)
+    assert claimer.may_find_more
+
+
 def test_news_without_a_notification_never_starts_a_pause(claimer):
     claim(claimer, 5)
     claimer.news()  # a child finished

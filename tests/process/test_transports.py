@@ -118,10 +118,10 @@ def test_duplicated_and_stale_messages_change_nothing(redis_server, start_worker
 def test_bulk_enqueue_sends_at_most_64_messages(redis_server, settings):
     import redis
 
-    from jobs.transports import redis_streams
+    from jobs.transports import base, redis_streams
 
     settings.JOBS_TRANSPORT = redis_server.url
     ids = tasks.record_effect.enqueue_many([((f"bulk-{i}",), {}) for i in range(10_000)])
     client = redis.Redis.from_url(redis_server.url)
     assert len(ids) == 10_000
-    assert client.xlen(redis_streams.PREFIX + "default") == redis_streams.MESSAGES_PER_COMMIT
+    assert client.xlen(redis_streams.PREFIX + "default") == base.MESSAGES_PER_COMMIT

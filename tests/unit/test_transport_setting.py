@@ -1,9 +1,14 @@
-"""JOBS_TRANSPORT: its forms, and jobs.E050 for a bad one."""
+"""JOBS_TRANSPORT: its forms, and jobs.E050 for a bad one; the message format of the brokers."""
+
+import uuid
 
 import pytest
 
 from jobs import transports
 from jobs.checks import check_transport
+from jobs.transports import base
+
+AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 @pytest.mark.parametrize(
@@ -14,16 +19,72 @@ from jobs.checks import check_transport
         ("redis://h:6379/0", ("redis", "redis://h:6379/0")),
         ({"BACKEND": "redis", "URL": "redis://h/1"}, ("redis", "redis://h/1")),
         ({"BACKEND": "database"}, ("database", None)),
+        (AMQP, ("rabbitmq", AMQP)),
+        ("amqps://u:p@h/vhost", ("rabbitmq", "amqps://u:p@h/vhost")),
+        ({"BACKEND": "rabbitmq", "URL": AMQP}, ("rabbitmq", AMQP)),
     ],
 )
-def test_forms(setting, expected):
+def test_forms(setting, expected, settings):
     assert transports.parse(setting) == expected
+    settings.JOBS_TRANSPORT = setting
+    assert check_transport() == []
 
 
 @pytest.mark.parametrize(
-    "setting", ["kafka://x", {"BACKEND": "redis"}, {"BACKEND": "mq", "URL": "x"}, 5, ["redis"]]
+    "setting",
+    [
+        "kafka://x",
+        {"BACKEND": "redis"},
+        {"BACKEND": "mq", "URL": "x"},
+        5,
+        ["redis"],
+        {"BACKEND": "rabbitmq", "URL": "redis://h/0"},
+        "amqp://guest:guest@127.0.0.1:notaport/",
+        "amqp://guest@[::1/",
+        "amqp://h/?heartbeat=often",
+    ],
 )
 def test_bad_setting_is_E050(setting, settings):
     settings.JOBS_TRANSPORT = setting
     [error] = check_transport()
     assert error.id == "jobs.E050"
+
+
+def test_rabbitmq_timeouts_are_bounded_unless_the_url_says():
+    from jobs.transports.rabbitmq import CONNECT_TIMEOUT, parameters
+
+    bounded = parameters(AMQP, name="t")
+    assert (bounded.socket_timeout, bounded.connection_attempts) == (CONNECT_TIMEOUT, 1)
+    assert bounded.blocked_connection_timeout == CONNECT_TIMEOUT
+    assert parameters(AMQP + "?socket_timeout=7", name="t").socket_timeout == 7
+
+
+def test_chunks_cap_the_messages_of_a_commit():
+    ids = [uuid.uuid4() for _ in range(10_000)]
+    bodies = base.chunks(ids)
+    assert len(bodies) == base.MESSAGES_PER_COMMIT
+    assert all(len(base.parse_ids(body)) == base.IDS_PER_MESSAGE for body in bodies)
+    assert base.chunks([]) == []
+    assert base.parse_ids(base.chunks(ids[:3])[0]) == [str(i) for i in ids[:3]]
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"not-a-task", b"\xff\xfe", b"1,2,3", str(uuid.uuid4()).encode() * 200]
+)
+def test_a_message_that_is_not_ids_is_refused(body):
+    assert base.parse_ids(body) is None
+
+
+def test_passwords_stay_out_of_the_log():
+    assert base.redact("amqp://guest:secret@h:5672/v") == "amqp://guest:***@h:5672/v"
+    assert base.redact("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_backoff_doubles_to_its_cap_and_resets():
+    backoff = base.Backoff(first=0.5, cap=5.0)
+    delays = [backoff.next() for _ in range(6)]
+    assert 0.4 <= delays[0] <= 0.5
+    assert 4.0 <= delays[-1] <= 5.0
+    assert delays == sorted(delays[:4]) + delays[4:]
+    backoff.reset()
+    assert backoff.next() <= 0.5
