@@ -58,6 +58,8 @@ class Notices:
 
     def recorded(self, successes, applied: set):
         """The completer wrote ``successes``, ``applied`` to those ids: tell their children."""
+        if not self._awaiting:  # no success of Django's @task among them
+            return
         children = {id(child) for child in self._children()}
         orphans: list[tuple[Claimed, bool]] = []
         for success in successes:
