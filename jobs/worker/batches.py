@@ -57,9 +57,9 @@ class _BatchRunner:
 
     def run(self, message: dict):
         number, tasks, budget = message["batch"], message["tasks"], message["budget"]
-        if "finished" in message:  # the supervisor's notice comes first
+        if "finished" in message or "refused" in message:  # the supervisor's notice first
             self.slot.start(number, NOTICE, time.monotonic())
-            self.notified(message["finished"], message.get("refused", ()))
+            self.notified(message.get("finished", ()), message.get("refused", ()))
         started = self.reported = time.monotonic()
         self.results, self.busy = [], 0.0
         returned: list[int] = []
