@@ -65,7 +65,7 @@ class Claimer:
         self._wakeup_fd = wakeup_fd
         self._retry = retry
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobs-claim")
-        self._future: Future[list[Claimed]] | None = None
+        self._future: Future[tuple[list[Claimed], set]] | None = None
         self._used = False  # the thread exists once a claim ran
         self.recorded: set = set()  # the ids of the successes the last claim collected recorded
         # SQLite has one writer at a time and no network to wait for: a claim in a thread of
