@@ -89,6 +89,7 @@ async def run_async(
     cancellation: Cancellation,
     defer_success: bool = False,
     hold_success: bool = False,
+    notify_success: bool = False,
 ) -> Outcome:
     """``executor.run`` for an async task on the running loop (see there and the module)."""
     with outside_event_loop():
@@ -98,5 +99,6 @@ async def run_async(
         outcome = await execute_async(task, found, timeout, cancellation)
     with outside_event_loop():
         return executor.end(
-            task, found, outcome, defer_success=defer_success, hold_success=hold_success
-        )
+            task, found, outcome, defer_success=defer_success, hold_success=hold_success,
+            notify_success=notify_success,
+        )  # fmt: skip

@@ -61,6 +61,9 @@ class Outcome:
     deferred: bool = False  # a success left for the caller to record
     # A success the caller records with others (``record_held``), then finishes (``finish``).
     held: bool = False
+    # A deferred success whose hook (``finish``) waits for the caller's word that it is written
+    # (a worker's child: the supervisor records it with its claim, then notifies the child).
+    notify: bool = False
     finished_at: datetime | None = None
     finish: Callable[[Task], object] | None = None  # what waits for the recorded outcome
     # Why the process that ran the task should run no other (it raised SystemExit, say).
@@ -310,15 +313,28 @@ def _nothing_after_success(runnable: Runnable | None) -> bool:
     return not signals.has_listeners(SUCCEEDED)
 
 
+def _only_hook(runnable: Runnable | None) -> bool:
+    """Whether the task's own hook (Django Tasks' ``task_finished``) alone waits for its success:
+    no receiver of jobs' ``task_succeeded``/``task_finished``, which run where it is recorded."""
+    return (
+        runnable is not None
+        and runnable.on_finish is not None
+        and not (signals.has_listeners(SUCCEEDED))
+    )
+
+
 def run(task: Task, *, defer_success: bool = False, hold_success: bool = False,
-        runnable: Runnable | None = None) -> Outcome:  # fmt: skip
+        notify_success: bool = False, runnable: Runnable | None = None) -> Outcome:  # fmt: skip
     """Execute and record one claimed task, with a log line at its start and its finish.
 
     With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
     caller records it (the worker's supervisor does, many in one statement). Failures, retries,
     cancellations, and successes that a hook or signal receiver waits for, are recorded here;
     with ``hold_success``, such a success is not: ``outcome.held`` is set, and the caller, the
-    same process, records it with others (``record_held``), which then sends its signals.
+    same process, records it with others (``record_held``), which then sends its signals. With
+    ``notify_success`` and ``defer_success``, a success that only the task's own hook waits for
+    (Django Tasks' ``task_finished``) is deferred with ``outcome.notify`` set: the caller has it
+    recorded elsewhere and calls ``outcome.finish`` once told it is (``jobs.worker.batches``).
     ``runnable``: the task's, if the caller resolved it already. An async task is awaited here
     on a loop of its own (``jobs.execution.aio.run_async`` awaits it on the caller's, beside
     others).
@@ -326,7 +342,8 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False,
     runnable, outcome = begin(task, runnable)
     if outcome is None:
         outcome = execute(task, runnable)
-    return end(task, runnable, outcome, defer_success=defer_success, hold_success=hold_success)
+    return end(task, runnable, outcome, defer_success=defer_success, hold_success=hold_success,
+               notify_success=notify_success)  # fmt: skip
 
 
 def begin(task: Task, runnable: Runnable | None = None) -> tuple[Runnable | None, Outcome | None]:
@@ -357,11 +374,16 @@ def begin(task: Task, runnable: Runnable | None = None) -> tuple[Runnable | None
 
 
 def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_success: bool,
-        hold_success: bool) -> Outcome:  # fmt: skip
+        hold_success: bool, notify_success: bool = False) -> Outcome:  # fmt: skip
     """What ``run`` does once the task's code ran: record ``outcome`` (or defer or hold it), log."""
     attempt = task.attempts  # the attempt that ran (a snooze gives it back when recorded)
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
         outcome.deferred = recorded = True
+    elif notify_success and defer_success and outcome.kind == SUCCEEDED and _only_hook(runnable):
+        # Django's task_finished alone waits: recorded elsewhere, the hook called here once told.
+        outcome.deferred = outcome.notify = recorded = True
+        outcome.finished_at = timezone.now()
+        outcome.finish = runnable.on_finish if runnable else None
     elif hold_success and outcome.kind == SUCCEEDED:
         outcome.held = recorded = True
         outcome.finished_at = timezone.now()
@@ -394,7 +416,7 @@ def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_succes
         *snoozed,
     )
     # A snoozed task has not finished: Django's task_finished waits for its real outcome.
-    if recorded and not outcome.held and outcome.kind != SNOOZED:
+    if recorded and not (outcome.held or outcome.notify) and outcome.kind != SNOOZED:
         finishing.finished(task, runnable, outcome.exception)
     return outcome
 

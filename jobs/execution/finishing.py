@@ -35,6 +35,23 @@ def finished(task: Task, runnable: Runnable | None, exception: BaseException | N
         _call_finish(task, runnable.on_finish, exception)
 
 
+def call_finish(task: Task, finish: Callable[[Task], object], exception=None):
+    """Call ``finish(task)`` (a task's hook), logging what a receiver raises."""
+    _call_finish(task, finish, exception)
+
+
+def finish_refused(task: Task, finish: Callable[[Task], object] | None):
+    """A success of ``task``'s attempt was not applied: call ``finish`` with its row if the
+    database refused the result (the attempt failed instead); nothing if the attempt is no
+    longer this worker's (its lease lapsed: another worker runs it)."""
+    failed = Task.objects.filter(
+        pk=task.pk, attempts=task.attempts, worker_id=task.worker_id, status=Status.FAILED
+    ).first()
+    if failed is not None and finish is not None:
+        _call_finish(failed, finish)
+    return failed
+
+
 def _call_finish(task: Task, finish: Callable[[Task], object], exception=None):
     try:
         if exception is None:
@@ -70,15 +87,10 @@ def record_held(held: "list[tuple[Task, Outcome]]"):
         if task.pk in applied:
             task.status, task.result = Status.SUCCEEDED, outcome.result
             task.finished_at, task.lease_expires_at = outcome.finished_at, None
-        else:
-            failed = Task.objects.filter(
-                pk=task.pk, attempts=task.attempts, worker_id=task.worker_id, status=Status.FAILED
-            ).first()
-            if failed is None:  # not this attempt's to record any more
-                continue
-            task, outcome.kind, outcome.result = failed, Status.FAILED, None
-        if outcome.finish:
-            _call_finish(task, outcome.finish)
+            if outcome.finish:
+                _call_finish(task, outcome.finish)
+        elif finish_refused(task, outcome.finish) is not None:
+            outcome.kind, outcome.result = Status.FAILED, None
 
 
 def _while_handling(exception: BaseException, call, task: Task):

@@ -109,6 +109,7 @@ class AsyncRun:
             outcome = await aio.run_async(
                 task, runnable, timeout=running.deadline - running.started,
                 cancellation=running.cancellation, defer_success=True, hold_success=True,
+                notify_success=True,
             )  # fmt: skip
         except asyncio.CancelledError:
             if not running.cancellation.requested:

@@ -12,8 +12,9 @@ import time
 from typing import Any
 
 from jobs.execution import executor, finishing
+from jobs.states import Status
 from jobs.worker.async_batch import AsyncRun
-from jobs.worker.wire import task_from_values
+from jobs.worker.wire import NOTICE, NOTIFY, task_from_values
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -46,6 +47,8 @@ class _BatchRunner:
         self.pid = os.getpid()  # only this process may reply: a task may fork
         # Successes a receiver waits for, recorded together before the next reply.
         self.held: list[tuple[int, Any, executor.Outcome]] = []
+        # Successes the supervisor records, whose hook waits for its notice, by task id.
+        self.awaiting: dict[str, tuple[Any, executor.Outcome]] = {}
         # The outcomes of the batch running not reported yet, and the time spent on them.
         self.results: list[list[Any]] = []
         self.busy = 0.0
@@ -54,6 +57,9 @@ class _BatchRunner:
 
     def run(self, message: dict):
         number, tasks, budget = message["batch"], message["tasks"], message["budget"]
+        if "finished" in message or "refused" in message:  # the supervisor's notice first
+            self.slot.start(number, NOTICE, time.monotonic())
+            self.notified(message.get("finished", ()), message.get("refused", ()))
         started = self.reported = time.monotonic()
         self.results, self.busy = [], 0.0
         returned: list[int] = []
@@ -80,8 +86,9 @@ class _BatchRunner:
             self.slot.start(number, index, now)
             try:
                 result = _run_one(
-                    index, task=task, runnable=runnable, retire=self._retire, held=self.held
-                )
+                    index, task=task, runnable=runnable, retire=self._retire, held=self.held,
+                    awaiting=self.awaiting,
+                )  # fmt: skip
             except BaseException:
                 # Not the task's doing (the executor keeps those): the child exits, and the
                 # supervisor records this task as lost. The tasks finished before it are
@@ -100,6 +107,22 @@ class _BatchRunner:
         if self.max_memory and (rss_bytes(os.getpid()) or 0) > self.max_memory:
             self._retire(f"max_memory={self.max_memory // 2**20}MiB")
         self._reply(number, self.results, self.busy, final=True, returned=returned)
+
+    def notified(self, finished: list[str], refused=()):
+        """The supervisor wrote the successes ``finished`` (and refused ``refused``): call what
+        waits for each (Django Tasks' ``task_finished``), once, with the row final."""
+        for task_id in finished:
+            task, outcome = self.awaiting.pop(task_id, (None, None))
+            if task is None or outcome is None:
+                continue
+            task.status, task.result = Status.SUCCEEDED, outcome.result
+            task.finished_at, task.lease_expires_at = outcome.finished_at, None
+            if outcome.finish:
+                finishing.call_finish(task, outcome.finish)
+        for task_id in refused:
+            task, outcome = self.awaiting.pop(task_id, (None, None))
+            if task is not None and outcome is not None:
+                finishing.finish_refused(task, outcome.finish)
 
     def report(self, number: int, now: float):
         """Send the outcomes gathered so far of batch ``number`` (the batch goes on)."""
@@ -130,7 +153,9 @@ class _BatchRunner:
         return run.run(self.loop, group)
 
     def _entry(self, index: int, task, outcome) -> list | None:
-        return _entry(index, task, outcome, retire=self._retire, held=self.held)
+        return _entry(
+            index, task, outcome, retire=self._retire, held=self.held, awaiting=self.awaiting
+        )
 
     def _retire(self, reason: str):
         """Run no further task here: the supervisor replaces this child after the reply."""
@@ -164,29 +189,36 @@ def _resolved(task) -> executor.Runnable | None:
 
 
 def _run_one(index: int, values: dict | None = None, retire=None, held=None, *, task=None,
-             runnable=None) -> list | None:  # fmt: skip
+             runnable=None, awaiting=None) -> list | None:  # fmt: skip
     """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
 
     ``retire(reason)`` is called when this child should run no other task after it. Given a
     list ``held``, a success that a receiver waits for is added to it, ``(index, task,
     outcome)``, for the caller to record with others (``finishing.record_held``): None then.
+    Given a dict ``awaiting`` too, a success that only the task's own hook waits for (Django
+    Tasks' ``task_finished``) is reported ``notify``, for the supervisor to record, and kept
+    there by task id until its notice (``_BatchRunner.notified``).
     """
     if task is None:
         assert values is not None, "a task or its row"
         task = task_from_values(values)
     outcome = executor.run(
-        task, defer_success=True, hold_success=held is not None, runnable=runnable
-    )
-    return _entry(index, task, outcome, retire, held)
+        task, defer_success=True, hold_success=held is not None,
+        notify_success=awaiting is not None, runnable=runnable,
+    )  # fmt: skip
+    return _entry(index, task, outcome, retire, held, awaiting)
 
 
-def _entry(index: int, task, outcome, retire=None, held=None) -> list | None:
+def _entry(index: int, task, outcome, retire=None, held=None, awaiting=None) -> list | None:
     """What the supervisor is told of ``outcome`` (see ``_run_one``)."""
     if outcome.unsettled and retire is not None:
         retire(outcome.unsettled)
     if outcome.held and held is not None:
         held.append((index, task, outcome))
         return None
+    if outcome.notify and awaiting is not None:
+        awaiting[str(task.pk)] = (task, outcome)
+        return [index, NOTIFY, outcome.result, time.time()]
     if outcome.deferred:
         # The supervisor records it, with the successes of other children, in one statement.
         return [index, "deferred", outcome.result, time.time()]

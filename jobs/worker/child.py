@@ -40,7 +40,7 @@ from django.db import connections
 from jobs.worker import connection_slots
 from jobs.worker.async_batch import ASYNC_TIMEOUT_GRACE
 from jobs.worker.batches import _BatchRunner, rss_bytes
-from jobs.worker.wire import Claimed, Slot, batch_message
+from jobs.worker.wire import NOTICE, Claimed, Slot, batch_message
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +72,22 @@ class Child:
     tasks_done: int = 0
     killed_for: str = ""  # why the supervisor killed it, when it did
     cancelling: set[int] = field(default_factory=set)  # async tasks it was asked to cancel
+    # Successes it reported ``notify``, written (or refused) since: the notice to send it next,
+    # with the longest timeout of their tasks (``jobs.worker.notices``).
+    notice_finished: list[Claimed] = field(default_factory=list)
+    notice_refused: list[Claimed] = field(default_factory=list)
+    notice_timeout: float = 0.0
+    # The notice sent with the current batch, ``(task, written)``, until the child replies.
+    noticing: list[tuple[Claimed, bool]] = field(default_factory=list)
+    noticing_timeout: float = 0.0
 
     @property
     def busy(self) -> bool:
-        return bool(self.batch)
+        return bool(self.batch) or bool(self.noticing)
+
+    @property
+    def notice_due(self) -> bool:
+        return bool(self.notice_finished or self.notice_refused)
 
     @property
     def pid(self) -> int:
@@ -84,12 +96,32 @@ class Child:
         return pid
 
     def send(self, number: int, tasks: list[Claimed], timeouts: list[float], budget: float):
+        """Send a batch (maybe empty), with the notice due (``notice_due``) before its tasks."""
         self.batch = dict(enumerate(tasks))
         self.timeouts = dict(enumerate(timeouts))
         self.batch_number = number
         self.cancelling = set()
+        finished, refused = self.notice_finished, self.notice_refused
+        self.noticing = [(c, True) for c in finished] + [(c, False) for c in refused]
+        self.noticing_timeout = self.notice_timeout
+        self.notice_finished, self.notice_refused, self.notice_timeout = [], [], 0.0
         self.dispatched = time.monotonic()
-        self.conn.send_bytes(batch_message(number, tasks, budget))
+        self.conn.send_bytes(batch_message(
+            number, tasks, budget, [c.id for c in finished], [c.id for c in refused]
+        ))  # fmt: skip
+
+    def notice_started(self) -> bool:
+        """Whether the child took in the notice sent with its batch (its hooks are called, or
+        were): past it, the notice is never sent again, nor are its hooks called elsewhere."""
+        number = self.slot.current_run()[0]
+        return bool(self.noticing) and number == self.batch_number
+
+    def in_notice(self) -> bool:
+        """Whether the child calls a notice's hooks now (or has not started it yet)."""
+        if not self.noticing:
+            return False
+        number, index, _, _, _ = self.slot.current_run()
+        return number != self.batch_number or index == NOTICE
 
     def running(self) -> tuple[int, float] | None:
         """The index in its batch of the task the child runs now, and since when (monotonic);
@@ -97,6 +129,8 @@ class Child:
         if not self.batch:
             return None
         number, index, started, _, _ = self.slot.current_run()
+        if self.in_notice():  # no task of the batch runs before the notice is done
+            return None
         if number != self.batch_number:  # the child has not started the batch yet
             return min(self.batch), self.dispatched
         # No task of this batch started before it was sent: never trust an earlier time.
@@ -105,7 +139,7 @@ class Child:
     def running_all(self) -> list[int]:
         """The indices in its batch of every task the child may be running now: the one of
         ``running``, or the async tasks running together (not reported on yet)."""
-        if not self.batch:
+        if not self.batch or self.in_notice():
             return []
         number, index, _, first, upto = self.slot.current_run()
         if number != self.batch_number:
@@ -122,6 +156,10 @@ class Child:
     def deadline(self) -> float | None:
         """When the running task overruns its timeout (monotonic), if a task is running; for
         async tasks, once the loop had a moment to cancel it (it kills no healthy child)."""
+        if self.in_notice():
+            number, _, started, _, _ = self.slot.current_run()
+            since = started if number == self.batch_number else self.dispatched
+            return max(since, self.dispatched) + self.noticing_timeout
         running = self.running()
         if running is None:
             return None

@@ -47,9 +47,12 @@ class Completer:
     DELAY = 0.05
     BATCH = 1000
 
-    def __init__(self, *, retry, clock=time.monotonic):
-        """Write through ``retry(operation, what, **options)``, retried on database faults."""
+    def __init__(self, *, retry, clock=time.monotonic, on_recorded=None):
+        """Write through ``retry(operation, what, **options)``, retried on database faults;
+        ``on_recorded(successes, applied)`` is told of each write, with the ids it applied to
+        (a child waits for the word on some: ``jobs.worker.notices``)."""
         self._retry = retry
+        self._on_recorded = on_recorded
         self._clock = clock
         self._held: list[transitions.Success] = []  # reported, not handed to a claim yet
         self._held_since = 0.0  # when the oldest of them was reported (``clock`` time)
@@ -73,11 +76,14 @@ class Completer:
         self._with_claim, self._held = self._held, []
         return self._with_claim
 
-    def claim_done(self, *, recorded: bool):
-        """Forget the successes the claim recorded; or hold them again if it failed."""
+    def claim_done(self, *, recorded: bool, applied=None):
+        """Forget the successes the claim recorded (``applied``: the ids it applied to); or hold
+        them again if it failed."""
+        written, self._with_claim = self._with_claim, []
         if not recorded:
-            self._held = self._with_claim + self._held  # not recorded: they stay to do
-        self._with_claim = []
+            self._held = written + self._held  # not recorded: they stay to do
+        elif written and self._on_recorded is not None:
+            self._on_recorded(written, applied if applied is not None else set())
 
     # On their own ------------------------------------------------------------------------------
 
@@ -102,7 +108,7 @@ class Completer:
             return
         successes = self._held
         try:
-            self._retry(
+            applied = self._retry(
                 lambda: transitions.succeed_many(successes),
                 f"record {len(successes)} successes",
                 deadline_seconds=deadline_seconds,
@@ -117,3 +123,5 @@ class Completer:
             )  # fmt: skip
             return
         self._held = []
+        if self._on_recorded is not None:
+            self._on_recorded(successes, applied if isinstance(applied, set) else set())

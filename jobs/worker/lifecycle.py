@@ -99,7 +99,7 @@ class Worker:
                                retry=self._retry, caps=QueueCaps(self.queue_caps),
                                holding=self._holding,
                                may_prepare=lambda: self.listener.keeps_sessions)  # fmt: skip
-        self.completer = Completer(retry=self._retry)
+        self.completer = Completer(retry=self._retry, on_recorded=self._recorded)
         self.pool = ChildPool(
             self.concurrency,
             max_tasks=max_tasks_per_child or jobs_settings.MAX_TASKS_PER_CHILD,
@@ -185,6 +185,7 @@ class Worker:
                 self._collect_claim(wait=True)
                 pool.ask_to_stop()
                 self.completer.flush()
+                pool.dispatch()  # the notices of what it wrote (jobs.worker.notices)
                 if not pool.busy() or self._stop_requested > 1:
                     return
                 if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
@@ -199,6 +200,7 @@ class Worker:
                     and not self.claimer.may_find_more
                     and not pool.busy()
                     and not pool.waiting()
+                    and not pool.notices.pending()
                     and not self.completer.task_ids()
                     and not self.claimer.rate_held()
                 ):
@@ -355,6 +357,9 @@ class Worker:
 
     # Claims ------------------------------------------------------------------------------------
 
+    def _recorded(self, successes, applied):
+        self.pool.notices.recorded(successes, applied)  # the pool is made after the completer
+
     def _holding(self):
         return self.pool.in_hand()  # the pool is made after the claimer, which asks later
 
@@ -372,6 +377,7 @@ class Worker:
         if wanted <= 0:
             if self.completer.due():
                 self.completer.flush()
+                self.pool.dispatch()  # the notices of what it wrote, to idle children
             return
         self.claimer.start(
             wanted,
@@ -391,7 +397,7 @@ class Worker:
                 logger.warning("claim failed, database unreachable error=%r", first_line(exc))
             return None
         if claimed is not None:
-            self.completer.claim_done(recorded=True)
+            self.completer.claim_done(recorded=True, applied=self.claimer.recorded)
             self.pool.take(claimed)
         return claimed
 

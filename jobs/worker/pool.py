@@ -25,7 +25,8 @@ from jobs.db import first_line
 from jobs.execution import executor
 from jobs.worker import connection_slots, losses
 from jobs.worker.child import Child, StopReason, start_child
-from jobs.worker.wire import Claimed
+from jobs.worker.notices import Notices
+from jobs.worker.wire import NOTIFY, Claimed
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class ChildPool:
         # A child runs this many async tasks of a batch together (jobs.worker.async_batch).
         self.async_batch_size = min(self.batch_size, jobs_settings.ASYNC_CONCURRENCY)
         self.async_last = False  # whether the last task sent to a child was async
+        # Successes of Django's @task the completer writes, whose child waits for the word.
+        self.notices = Notices(retry=retry, children=lambda: self.children)
 
     def start(self):
         connection_slots.prepare(self.concurrency)  # JOBS_CHILD_CONNECTIONS, before any fork
@@ -84,6 +87,7 @@ class ChildPool:
         )
 
     def _replace(self, child: Child):
+        self.notices.child_gone(child)
         child.conn.close()
         child.slot.close()
         self.children[self.children.index(child)] = self._spawn()
@@ -153,13 +157,15 @@ class ChildPool:
         return max(0, wanted - len(self.ready))
 
     def dispatch(self):
-        """Send claimed tasks waiting here to idle children, a batch to each."""
-        if not self.ready:
-            return
+        """Send claimed tasks waiting here to idle children, a batch to each; and to an idle
+        child with a notice due and no task for it, the notice alone (``jobs.worker.notices``)."""
         size = self.batch_size_now()
         for child in self.idle():
             if not self.ready:
-                break
+                if child.notice_due:
+                    self._batch_number += 1
+                    child.send(self._batch_number, [], [], self.batch_seconds)
+                continue
             if self._is_async(self.ready[0]):
                 batch = self._async_batch(len(self.idle()))
             else:
@@ -246,9 +252,12 @@ class ChildPool:
         if reply["batch"] != child.batch_number:
             logger.error("reply for another batch pid=%s batch=%s", child.pid, reply["batch"])
             return
+        child.noticing = []  # replied to: the notice sent with the batch was taken in
         for index, outcome, result, finished_at in results:
             claimed = child.batch.pop(index)
-            if outcome == "deferred":
+            if outcome == NOTIFY:
+                self.notices.add(child, claimed, child.timeouts[index])
+            if outcome in ("deferred", NOTIFY):
                 self._on_success(
                     transitions.Success(claimed.id, claimed.attempts, claimed.worker_id, result,
                                         datetime.fromtimestamp(finished_at, UTC))
@@ -296,6 +305,7 @@ class ChildPool:
             current.id if current else "-",
         )
         losses.record_running(child, reason, self.max_memory_bytes, self._retry)
+        self.notices.child_gone(child)
         # Not started, or finished with an outcome the child had not reported yet: run again.
         self.hand_back(list(child.batch.values()))
         child.batch = {}
@@ -340,8 +350,15 @@ class ChildPool:
             if not child.busy:
                 continue
             deadline = child.deadline()
+            if deadline is not None and now >= deadline and child.in_notice():
+                # A receiver of Django's task_finished hangs: no task of the batch is to blame.
+                logger.warning(
+                    "task_finished receivers timed out pid=%s tasks=%d timeout=%gs",
+                    child.pid, len(child.noticing), child.noticing_timeout,
+                )  # fmt: skip
+                self._kill(child, StopReason.TIMEOUT)
             # Read again, and checked: the child may have moved on since ``deadline`` read it.
-            if deadline is not None and now >= deadline and (running := child.running()):
+            elif deadline is not None and now >= deadline and (running := child.running()):
                 index, started = running
                 task = child.batch[index]
                 logger.warning(
@@ -429,3 +446,4 @@ class ChildPool:
             if child.process.is_alive():
                 child.kill(StopReason.SHUTDOWN)
             child.kill_group()
+        self.notices.close()  # the notices no child took in: task_finished sent from here

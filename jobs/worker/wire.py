@@ -108,10 +108,28 @@ def _aware_datetime(text: str) -> datetime.datetime:
     return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
-def batch_message(number: int, tasks: list[Claimed], budget: float) -> bytes:
-    """One message with a batch of tasks for a child: the rows are joined, not re-encoded."""
+# A child's report of a success the supervisor records, whose hook waits for its notice.
+NOTIFY = "notify"
+# The slot's index while a child calls the hooks of a notice, before its batch's first task.
+NOTICE = -2
+
+
+def batch_message(
+    number: int, tasks: list[Claimed], budget: float, finished=(), refused=()
+) -> bytes:
+    """One message with a batch of tasks for a child: the rows are joined, not re-encoded.
+
+    With ``finished`` or ``refused`` (task ids), the notice that the successes the child
+    reported ``notify`` are written (or were refused): it calls their hooks before the batch.
+    """
     rows = b",".join(claimed.row for claimed in tasks)
-    return b'{"batch":%d,"budget":%r,"tasks":[%s]}' % (number, budget, rows)
+    notice = b""
+    if finished or refused:
+        notice = b',"finished":%s,"refused":%s' % (
+            json.dumps([str(i) for i in finished]).encode(),
+            json.dumps([str(i) for i in refused]).encode(),
+        )
+    return b'{"batch":%d,"budget":%r,"tasks":[%s]%s}' % (number, budget, rows, notice)
 
 
 class Slot:

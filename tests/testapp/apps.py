@@ -15,6 +15,15 @@ def report_finished(sender, task_result, **kwargs):
     logger.warning("django task_finished id=%s status=%s row=%s", *seen)
 
 
+def hang_on_finish(sender, task_result, **kwargs):
+    """A Django ``task_finished`` receiver that hangs on ``finish_slowly(0)``'s end."""
+    import time
+
+    if task_result.task.func.__name__ == "finish_slowly" and list(task_result.args) == [0]:
+        logger.warning("django task_finished hangs id=%s", task_result.id)
+        time.sleep(300)
+
+
 class TestAppConfig(AppConfig):
     name = "tests.testapp"
     label = "testapp"
@@ -35,3 +44,7 @@ class TestAppConfig(AppConfig):
             from jobs.worker import liveness
 
             liveness.read_boot_id = lambda proc=liveness.PROC: boot_id
+        if os.environ.get("JOBS_TEST_DJANGO_FINISHED_HANG"):
+            from jobs.backends import task_finished
+
+            task_finished.connect(hang_on_finish, dispatch_uid="tests-hang-on-finish")

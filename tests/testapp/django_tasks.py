@@ -146,6 +146,13 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@task(timeout=2)
+def finish_slowly(n):
+    """Return ``n``; a receiver hangs on its end where a test asks
+    (``JOBS_TEST_DJANGO_FINISHED_HANG``, tests/testapp/apps.py)."""
+    return n
+
+
 @task()
 def hang():
     import time
