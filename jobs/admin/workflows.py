@@ -108,7 +108,7 @@ class WorkflowAdmin(admin.ModelAdmin):
             "<tr><th>task</th><th>role</th><th>status</th><th>summary or error</th>"
             "<th>waits for</th></tr>"
         )
-        return format_html("<table>{}{}</table>", mark_safe(head), _rows(tasks))  # noqa: S308 (a constant)
+        return format_html("<table>{}{}</table>", mark_safe(head), _rows(tasks))
 
     @admin.action(permissions=["cancel"], description="Cancel selected workflows as a whole")
     def cancel_workflows(self, request, queryset):

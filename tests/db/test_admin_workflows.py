@@ -29,7 +29,8 @@ def test_the_workflow_page_shows_members_what_they_wait_for_and_the_callback(cli
 
     html = client.get(page(workflow)).content.decode()
     assert "0 of 2 done" in html
-    assert "add_one" in html and "double" in html
+    assert "add_one" in html
+    assert "double" in html
     assert f"double {first.pk} (pending)" in html  # what the second link waits for
     html = client.get(page(batch)).content.decode()
     assert "on_success" in html
