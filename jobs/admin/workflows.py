@@ -66,9 +66,10 @@ class WorkflowAdmin(admin.ModelAdmin):
     list_filter = ["status", "kind"]
     list_select_related = ["owner"]
     actions = ["cancel_workflows", "retry_workflows"]
-    fields = ["id", "kind", "status", "summary", "owner", "progress_text", "created_at",
-              "finished_at", "members_table", "callbacks_table"]  # fmt: skip
-    readonly_fields = fields
+    SHOWN = ["id", "kind", "status", "summary", "owner", "progress_text", "created_at",
+             "finished_at", "members_table", "callbacks_table"]  # fmt: skip
+    fields = SHOWN
+    readonly_fields = SHOWN
 
     class Media:
         css = {"all": ["jobs/admin/jobs.css"]}
