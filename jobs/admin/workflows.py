@@ -68,8 +68,8 @@ class WorkflowAdmin(admin.ModelAdmin):
     actions = ["cancel_workflows", "retry_workflows"]
     SHOWN = ["id", "kind", "status", "summary", "owner", "progress_text", "created_at",
              "finished_at", "members_table", "callbacks_table"]  # fmt: skip
-    fields = SHOWN
-    readonly_fields = SHOWN
+    fields = tuple(SHOWN)
+    readonly_fields = tuple(SHOWN)
 
     class Media:
         css = {"all": ["jobs/admin/jobs.css"]}
