@@ -468,7 +468,7 @@ def expire_waiting(*, now=None, limit=EXPIRE_BATCH) -> int:
         moved = _apply(states.EXPIRE, batch, values, now)
         if moved:
             just_expired = Task.objects.filter(
-                status=states.EXPIRE.target, updated_at=now, last_error=EXPIRED_MESSAGE
+                status=states.EXPIRE.target, finished_at=now, last_error=EXPIRED_MESSAGE
             )
             _settle(_participants(just_expired), now)
     if moved and signals.has_listeners(states.EXPIRE.target):

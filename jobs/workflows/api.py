@@ -29,14 +29,14 @@ def chain(*calls, owner=None, summary: str = "") -> Workflow:
     ``summary``: the workflow's, and each link's where the call sets none. Returns the
     workflow (``jobs.workflows.progress`` counts its links).
     """
-    calls = _calls(calls, "chain")
-    if not calls:
+    links = _calls(calls, "chain")
+    if not links:
         raise PayloadError("A chain needs at least one task.")
     using = router.db_for_write(Task)
     with transaction.atomic(using=using):
-        workflow = _workflow(Workflow.Kind.CHAIN, owner, summary, len(calls))
+        workflow = _workflow(Workflow.Kind.CHAIN, owner, summary, len(links))
         previous = None
-        for call in calls:
+        for call in links:
             task = _with_owner(call.task, owner, summary)
             if previous is None:
                 place = Place(workflow.pk)
@@ -85,17 +85,17 @@ def batch(
         # statement (enqueue_many); a call it does not take (a key, dependencies) alone.
         for task, group in groupby(calls, key=lambda call: call.task):
             task = _with_owner(task, owner, summary)
-            group = list(group)
+            same = list(group)
             if _bulk(task):
                 enqueue_many(
                     task,
-                    [(call.args, call.kwargs) for call in group],
+                    [(call.args, call.kwargs) for call in same],
                     batch_size=BATCH_SIZE,
                     workflow_id=workflow.pk,
                     workflow_role=settling.MEMBER,
                 )
             else:
-                for call in group:
+                for call in same:
                     _store(task, call.args, call.kwargs, Place(workflow.pk))
         if not calls:
             transitions.lock_workflow(workflow.pk)

@@ -4,6 +4,7 @@ The one place that counts a workflow (the status view, the admin, the dashboard 
 read it here): one grouped COUNT over the members' partial index (jobs_task_workflow_idx).
 """
 
+import uuid
 from dataclasses import dataclass
 
 from django.db.models import Count
@@ -61,9 +62,9 @@ class Progress:
         }
 
 
-def progress(workflow: Workflow | object) -> Progress:
+def progress(workflow: "Workflow | uuid.UUID | str") -> Progress:
     """The progress of ``workflow`` (a ``Workflow`` or its id), counted now."""
-    workflow_id = getattr(workflow, "pk", workflow)
+    workflow_id = workflow.pk if isinstance(workflow, Workflow) else workflow
     counts = dict(
         Task.objects.filter(workflow_id=workflow_id, workflow_role=MEMBER)
         .order_by()

@@ -26,7 +26,10 @@ def test_terminal_and_claimable_sets_match_the_design():
         "failed",
         "retrying",
         "cancelled",
+        "blocked",  # waiting for other tasks (jobs.workflows): claimable once released
     }
+    assert states.UNBLOCK.sources == {Status.BLOCKED}
+    assert Status.BLOCKED in states.CANCEL.sources
 
 
 @pytest.mark.parametrize("status", ALL_STATUSES)
