@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from jobs.error_records import moment_entry
-from jobs.models import Schedule, Task, TaskStep, Worker
+from jobs.models import Schedule, Task, TaskStep, Worker, Workflow
 from jobs.states import Status
 
 
@@ -80,6 +80,48 @@ class TaskFactory(factory.django.DjangoModelFactory):
             TaskStep.objects.bulk_create(
                 TaskStep(task=task, name=name, result=result) for name, result in extracted.items()
             )
+
+
+class WorkflowFactory(factory.django.DjangoModelFactory):
+    """A batch (``kind="chain"`` for a chain); ``members=[status, ...]`` adds a member task in
+    each status (``total`` is their number unless given). Traits for its own status."""
+
+    class Meta:
+        model = Workflow
+        skip_postgeneration_save = True
+
+    kind = Workflow.Kind.BATCH
+    summary = factory.Sequence(lambda n: f"Import of {n + 1} files")
+    status = Workflow.State.RUNNING
+
+    class Params:
+        succeeded = factory.Trait(
+            status=Workflow.State.SUCCEEDED, finished_at=factory.LazyFunction(timezone.now)
+        )
+        failed = factory.Trait(
+            status=Workflow.State.FAILED, finished_at=factory.LazyFunction(timezone.now)
+        )
+        cancelled = factory.Trait(
+            status=Workflow.State.CANCELLED, finished_at=factory.LazyFunction(timezone.now)
+        )
+
+    @factory.post_generation
+    def members(workflow, create, extracted, **kwargs):
+        if not (create and extracted):
+            return
+        for number, status in enumerate(extracted):
+            traited = status in ("running", "succeeded", "failed", "retrying", "cancelled")
+            traits = {status: True} if traited else {"status": status}
+            TaskFactory(
+                workflow=workflow,
+                workflow_role="member",
+                owner=workflow.owner,
+                summary=f"file{number + 1}.csv",
+                **traits,
+            )
+        if not workflow.total:
+            workflow.total = len(extracted)
+            workflow.save(update_fields=["total"])
 
 
 class ErrorEntryFactory(factory.DictFactory):

@@ -25,9 +25,11 @@ from jobs.models import Task, TaskPause
 from jobs.states import Status
 from jobs.tasks.payload import queue_name_problem
 
-# Waiting and running first: what an operator acts on.
+# Waiting and running first: what an operator acts on. Blocked (waiting on dependencies or
+# its batch, jobs.workflows) is apart from pending and retrying (waiting for a worker).
 COUNTED = [
     Status.PENDING,
+    Status.BLOCKED,
     Status.RETRYING,
     Status.RUNNING,
     Status.SUCCEEDED,

@@ -18,6 +18,7 @@ PROGRESS_SHOWN = 60  # characters of the progress text in the task list and on t
 BADGE_CLASSES: dict[str, str] = {
     Status.PENDING: "waiting",
     Status.RETRYING: "waiting",
+    Status.BLOCKED: "waiting",  # on its dependencies or its batch (jobs.workflows)
     Status.RUNNING: "running",  # not a status: a CSS class
     Status.SUCCEEDED: "ok",
     Status.FAILED: "bad",

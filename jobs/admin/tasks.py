@@ -18,7 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext
 
 from jobs import states
-from jobs.admin import actions, dashboard, display, errors, history, live, select_all
+from jobs.admin import actions, dashboard, display, errors, history, live, select_all, workflows
 from jobs.admin.display import HEAVY_FIELDS, PROGRESS_SHOWN
 from jobs.admin.filters import ErrorFilter, FinishedFilter, NameFilter, QueueFilter
 from jobs.admin.inputs import HostileInputAdmin
@@ -78,6 +78,8 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
                     "name",
                     "status_badge",
                     "waiting_display",
+                    "workflow_display",
+                    "waits_for_display",
                     "queue",
                     "priority",
                     "summary",
@@ -107,6 +109,8 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
         *(field.name for field in Task._meta.fields),
         "status_badge",
         "waiting_display",
+        "workflow_display",
+        "waits_for_display",
         "attempts_display",
         "progress_display",
         "steps_pretty",
@@ -201,6 +205,14 @@ class TaskAdmin(display.FullWidthChangeList, HostileInputAdmin, admin.ModelAdmin
             return "—"
         lines = waiting_reasons.operator_lines(waiting)
         return format_html_join("", "<div>{}</div>", ((line,) for line in lines))
+
+    @admin.display(description="workflow")
+    def workflow_display(self, task):
+        return workflows.workflow_link(task)
+
+    @admin.display(description="waits for")
+    def waits_for_display(self, task):
+        return workflows.waits_for_display(task)
 
     @admin.display(description="attempts")
     def attempts_display(self, task):

@@ -64,8 +64,8 @@ def test_dashboard_shows_queues_workers_and_what_needs_attention(viewer):
     assert 'data-level="critical"' in emails  # 10 minutes > 5 minutes
     assert 'data-level="warning"' in default  # 90 s > 60 s
     counts = re.findall(r'<a href="[^"]*" data-live="count">(\d+)</a>', default)
-    # pending, retrying, running, succeeded, failed, cancelled
-    assert counts == ["1", "0", "1", "3", "0", "0"]
+    # pending, blocked, retrying, running, succeeded, failed, cancelled
+    assert counts == ["1", "0", "0", "1", "3", "0", "0"]
     assert "status__exact=failed" in emails
     assert "smtplib.SMTPException" in page
     assert "relay refused" in page

@@ -1,0 +1,140 @@
+"""The workflow admin: a chain or batch, its members and their states, what each waits for, its
+callbacks; cancel and retry (its failed members) as a whole, behind the task actions'
+permissions (``cancel_task``, ``retry_task``). Reading one needs ``view_task``: its members are
+tasks. Progress is ``jobs.workflows.progress``'s; the writes are ``jobs.workflows.api``'s."""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+
+from jobs.admin import display
+from jobs.models import Task, TaskDependency, Workflow
+from jobs.states import TERMINAL
+from jobs.workflows import api
+from jobs.workflows.progress import MEMBER
+from jobs.workflows.progress import progress as count_progress
+
+MEMBERS_SHOWN = 500  # rows of the members table; the progress counts them all
+
+
+def waits_for(task: Task) -> list[str]:
+    """The dependencies of ``task`` that have not finished, as "name (status)" lines."""
+    edges = TaskDependency.objects.filter(task=task).select_related("depends_on")
+    return [
+        f"{edge.depends_on.name.rpartition('.')[2]} {edge.depends_on_id} ({edge.depends_on.status})"
+        for edge in edges.order_by("pk")[:20]
+        if edge.depends_on.status not in TERMINAL
+    ]
+
+
+def workflow_link(task: Task):
+    """The task page's line for a member or callback: its workflow, linked, and its role."""
+    if task.workflow_id is None:
+        return "—"
+    url = reverse("admin:jobs_workflow_change", args=[task.workflow_id])
+    return format_html('<a href="{}">{}</a> ({})', url, task.workflow, task.workflow_role)
+
+
+def waits_for_display(task: Task):
+    lines = waits_for(task)
+    if not lines:
+        return "—"
+    return format_html_join("", "<div>{}</div>", ((line,) for line in lines))
+
+
+def _rows(tasks):
+    return format_html_join(
+        "",
+        '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+        (
+            (
+                reverse("admin:jobs_task_change", args=[task.pk]),
+                task.name.rpartition(".")[2],
+                task.workflow_role,
+                display.status_badge(task.status),
+                display.cut(task.summary or task.last_error, 80),
+                format_html_join("", "<div>{}</div>", ((line,) for line in waits_for(task))) or "—",
+            )
+            for task in tasks
+        ),
+    )
+
+
+class WorkflowAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "kind", "status", "progress_text", "owner", "created_at"]
+    list_filter = ["status", "kind"]
+    list_select_related = ["owner"]
+    actions = ["cancel_workflows", "retry_workflows"]
+    SHOWN = ["id", "kind", "status", "summary", "owner", "progress_text", "created_at",
+             "finished_at", "members_table", "callbacks_table"]  # fmt: skip
+    fields = tuple(SHOWN)
+    readonly_fields = tuple(SHOWN)
+
+    class Media:
+        css = {"all": ["jobs/admin/jobs.css"]}
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.has_perm("jobs.view_task")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_retry_permission(self, request, obj=None):
+        return request.user.has_perm("jobs.retry_task")
+
+    def has_cancel_permission(self, request, obj=None):
+        return request.user.has_perm("jobs.cancel_task")
+
+    @admin.display(description="progress")
+    def progress_text(self, workflow):
+        return count_progress(workflow).text
+
+    @admin.display(description="members")
+    def members_table(self, workflow):
+        members = Task.objects.filter(workflow=workflow, workflow_role=MEMBER)
+        members = members.order_by("created_at", "pk")[:MEMBERS_SHOWN]
+        return self._table(members)
+
+    @admin.display(description="callbacks")
+    def callbacks_table(self, workflow):
+        callbacks = Task.objects.filter(workflow=workflow).exclude(workflow_role=MEMBER)
+        return self._table(callbacks.order_by("workflow_role")) if callbacks.exists() else "—"
+
+    def _table(self, tasks):
+        head = (
+            "<tr><th>task</th><th>role</th><th>status</th><th>summary or error</th>"
+            "<th>waits for</th></tr>"
+        )
+        return format_html("<table>{}{}</table>", mark_safe(head), _rows(tasks))
+
+    @admin.action(permissions=["cancel"], description="Cancel selected workflows as a whole")
+    def cancel_workflows(self, request, queryset):
+        running = queryset.filter(status=Workflow.State.RUNNING)
+        done = cancelled = 0
+        for workflow in running:
+            counts = api.cancel_workflow(workflow, by=request.user)
+            done, cancelled = done + 1, cancelled + counts.cancelled + counts.requested
+        skipped = queryset.count() - done
+        text = f"{done:,} workflows cancelled ({cancelled:,} tasks)"
+        self.message_user(
+            request, text + (f"; {skipped:,} skipped: already finished" if skipped else "")
+        )
+
+    @admin.action(
+        permissions=["retry"], description="Retry the failed members of selected workflows"
+    )
+    def retry_workflows(self, request, queryset):
+        finished = queryset.exclude(status__in=[Workflow.State.RUNNING, Workflow.State.SUCCEEDED])
+        done = retried = 0
+        for workflow in finished:
+            n = api.retry_workflow(workflow)
+            done, retried = done + (1 if n else 0), retried + n
+        skipped = queryset.count() - done
+        text = f"{retried:,} tasks of {done:,} workflows requeued"
+        self.message_user(
+            request, text + (f"; {skipped:,} skipped: nothing failed" if skipped else "")
+        )

@@ -1,0 +1,106 @@
+"""The workflow admin (jobs.admin.workflows): members, what they wait for, callbacks, actions
+on the whole workflow behind the task actions' permissions; the dashboard's blocked column."""
+
+import pytest
+from django.urls import reverse
+
+import jobs
+from jobs.models import Task, Workflow
+from jobs.states import Status
+from jobs.testing import drain
+from tests.factories import TaskFactory, WorkflowFactory
+from tests.helpers import staff
+from tests.testapp import workflow_tasks as wt
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:jobs_workflow_changelist"
+
+
+def page(workflow):
+    return reverse("admin:jobs_workflow_change", args=[workflow.pk])
+
+
+def test_the_workflow_page_shows_members_what_they_wait_for_and_the_callback(client):
+    workflow = jobs.chain(wt.double.s(1), wt.add_one.s(), summary="Two steps")
+    batch = jobs.batch([wt.double.s(2)], on_success=wt.callback.s("ok"), summary="One file")
+    first = Task.objects.get(workflow=workflow, status=Status.PENDING)
+    client.force_login(staff("view_task"))
+
+    html = client.get(page(workflow)).content.decode()
+    assert "0 of 2 done" in html
+    assert "add_one" in html
+    assert "double" in html
+    assert f"double {first.pk} (pending)" in html  # what the second link waits for
+    html = client.get(page(batch)).content.decode()
+    assert "on_success" in html
+    drain()
+    html = client.get(page(batch)).content.decode()
+    assert "1 of 1 done" in html
+
+
+def test_the_task_page_shows_its_workflow_and_what_it_waits_for(client):
+    workflow = jobs.chain(wt.double.s(1), wt.add_one.s(), summary="Two steps")
+    first = Task.objects.get(workflow=workflow, status=Status.PENDING)
+    second = Task.objects.get(workflow=workflow, status=Status.BLOCKED)
+    client.force_login(staff("view_task"))
+    html = client.get(reverse("admin:jobs_task_change", args=[second.pk])).content.decode()
+    assert page(workflow) in html
+    assert f"double {first.pk} (pending)" in html
+
+
+def test_staff_without_view_task_see_no_workflow(client):
+    workflow = WorkflowFactory(members=["pending"])
+    client.force_login(staff(username="bare"))
+    assert client.get(page(workflow)).status_code == 403
+    assert client.get(reverse(CHANGELIST)).status_code == 403
+
+
+def act(client, action, *workflows):
+    return client.post(
+        reverse(CHANGELIST),
+        {"action": action, "_selected_action": [str(w.pk) for w in workflows]},
+        follow=True,
+    )
+
+
+def test_cancel_needs_cancel_task_and_cancels_the_whole_workflow(client):
+    workflow = WorkflowFactory(members=["pending", "blocked", "succeeded"])
+    client.force_login(staff("view_task", "retry_task", username="no-cancel"))
+    act(client, "cancel_workflows", workflow)
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.RUNNING
+    assert Task.objects.filter(workflow=workflow, status=Status.CANCELLED).count() == 0
+
+    client.force_login(staff("view_task", "cancel_task", username="canceller"))
+    response = act(client, "cancel_workflows", workflow)
+    assert "1 workflows cancelled (2 tasks)" in response.content.decode()
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.CANCELLED
+    statuses = sorted(Task.objects.filter(workflow=workflow).values_list("status", flat=True))
+    assert statuses == [Status.CANCELLED, Status.CANCELLED, Status.SUCCEEDED]
+
+
+def test_retry_needs_retry_task_and_requeues_only_the_failed_members(client):
+    workflow = jobs.batch([wt.double.s(1), wt.fail_now.s()])
+    drain()
+    client.force_login(staff("view_task", "cancel_task", username="no-retry"))
+    act(client, "retry_workflows", workflow)
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.FAILED
+
+    client.force_login(staff("view_task", "retry_task", username="retrier"))
+    response = act(client, "retry_workflows", workflow)
+    assert "1 tasks of 1 workflows requeued" in response.content.decode()
+    statuses = sorted(Task.objects.filter(workflow=workflow).values_list("status", flat=True))
+    assert statuses == [Status.PENDING, Status.SUCCEEDED]
+
+
+def test_the_dashboard_counts_blocked_tasks_apart_from_waiting_ones(client):
+    TaskFactory(status=Status.BLOCKED)
+    TaskFactory(status=Status.BLOCKED)
+    TaskFactory()
+    client.force_login(staff("view_task"))
+    response = client.get(reverse("admin:jobs_task_dashboard"))
+    row = next(q for q in response.context["queues"] if q["name"] == "default")
+    labels = response.context["statuses"]
+    counts = dict(zip(labels, (count for count, _ in row["counts"]), strict=True))
+    assert counts["Blocked"] == 2
+    assert counts["Pending"] == 1
