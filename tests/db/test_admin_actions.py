@@ -118,7 +118,9 @@ def test_bulk_retry_is_a_few_statements_whatever_the_selection(
     TaskFactory.create_batch(400, failed=True)
     data = {"action": "retry_tasks", "select_across": "1", "index": "0"}
     data["_selected_action"] = [str(Task.objects.first().pk)]
-    with django_assert_max_num_queries(15):
+    # 18: the requeue reopens the workflows of what it moved (a savepoint and one UPDATE),
+    # however many rows and workflows that is.
+    with django_assert_max_num_queries(18):
         client.post(CHANGELIST, data)
     assert Task.objects.pending().count() == 400
 
