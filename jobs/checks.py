@@ -89,7 +89,7 @@ def check_transport():
             )
         ]
     if backend == "rabbitmq":
-        from jobs.transports.rabbitmq import parameters
+        from jobs.transports.rabbitmq import parameters  # optional: pika, only when named
 
         assert url is not None
 

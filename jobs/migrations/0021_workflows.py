@@ -2,9 +2,20 @@
 
 import django.db.models.deletion
 import django.utils.timezone
+import importlib
 import uuid
 from django.conf import settings
 from django.db import migrations, models
+
+# On SQLite the status constraint's change rebuilds jobs_task, and a rebuilt table has lost the
+# triggers made by RunSQL: the rate-window count (0019) is made again after it, both ways.
+rate_limits = importlib.import_module("jobs.migrations.0019_rate_limits")
+
+
+def recount_rate_windows_on_sqlite(apps, schema_editor):
+    if schema_editor.connection.vendor == "sqlite":
+        schema_editor.execute(rate_limits.DROP_SQLITE, params=None)
+        schema_editor.execute(rate_limits.COUNT_SQLITE, params=None)
 
 
 class Migration(migrations.Migration):
@@ -209,4 +220,5 @@ class Migration(migrations.Migration):
             model_name="workflow",
             index=models.Index(fields=["status", "-created_at"], name="jobs_workflow_status_idx"),
         ),
+        migrations.RunPython(recount_rate_windows_on_sqlite, recount_rate_windows_on_sqlite),
     ]

@@ -57,12 +57,12 @@ def listener(queues):
     name, url = backend()
     if name == "redis":
         assert url is not None
-        from jobs.transports.redis_streams import RedisListener
+        from jobs.transports.redis_streams import RedisListener  # optional: redis-py
 
         return RedisListener(url, queues)
     if name == "rabbitmq":
         assert url is not None
-        from jobs.transports.rabbitmq import RabbitListener
+        from jobs.transports.rabbitmq import RabbitListener  # optional: pika
 
         return RabbitListener(url, queues)
     from jobs.worker.notify import Listener  # app registry: it imports jobs' models
@@ -75,11 +75,11 @@ def publisher(name: str, url: str):
     key = (name, url)
     if key not in _publishers:
         if name == "redis":
-            from jobs.transports.redis_streams import RedisPublisher
+            from jobs.transports.redis_streams import RedisPublisher  # optional: redis-py
 
             _publishers[key] = RedisPublisher(url)
         else:
-            from jobs.transports.rabbitmq import RabbitPublisher
+            from jobs.transports.rabbitmq import RabbitPublisher  # optional: pika
 
             _publishers[key] = RabbitPublisher(url)
     return _publishers[key]

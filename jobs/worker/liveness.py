@@ -34,6 +34,7 @@ from pathlib import Path
 from django.db import DatabaseError, connections, router
 
 from jobs import sql, transitions
+from jobs.conf import jobs_settings
 from jobs.db import first_line
 from jobs.models import Worker as WorkerRecord
 from jobs.worker.session import FREE_CONFIRM_SECONDS
@@ -296,7 +297,6 @@ class PeerWatch:
 def watches_sessions() -> bool:
     """Whether this worker watches its peers' sessions: on PostgreSQL unless turned off. A
     worker behind a pooler, holding no lock of its own, still reads the others' in pg_locks."""
-    from jobs.conf import jobs_settings
 
     if jobs_settings.SESSION_RESCUE is False:
         return False

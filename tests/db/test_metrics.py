@@ -88,6 +88,7 @@ def test_status_counts_per_queue(data):
         "failed": 1,
         "retrying": 1,
         "cancelled": 1,
+        "blocked": 0,  # waiting on dependencies, counted apart from pending
     }
     assert counts["emails"] == dict.fromkeys(metrics.STATUSES, 0) | {"pending": 1, "failed": 3}
 

@@ -5,7 +5,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -42,6 +42,15 @@ def claimed_keys(tasks_claimed):
     for task in tasks_claimed:
         counts[task.rate_key] = counts.get(task.rate_key, 0) + 1
     return counts
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite rebuilds tables it alters")
+def test_the_counting_trigger_outlives_the_migrations_that_rebuild_the_table():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'jobs_task'"
+        )
+        assert ("jobs_task_rate_count",) in cursor.fetchall()
 
 
 def test_a_claim_starts_no_more_of_a_key_per_window_than_its_limit():

@@ -64,14 +64,15 @@ def test_table_has_a_row_per_queue(queues, capsys):
         "failed",
         "retrying",
         "cancelled",
+        "blocked",
         "oldest_wait",
         "last_min",
         "per_min",
         "failure_rate",
         "workers",
     ]
-    emails = ["emails", "3", "1", "3", "1", "0", "0", "12m", "0", "0.1", "25.0%", "2"]
-    imports = ["imports", "0", "0", "2", "0", "0", "0", "-", "1", "0.0", "0.0%", "1"]
+    emails = ["emails", "3", "1", "3", "1", "0", "0", "0", "12m", "0", "0.1", "25.0%", "2"]
+    imports = ["imports", "0", "0", "2", "0", "0", "0", "0", "-", "1", "0.0", "0.0%", "1"]
     assert (lines[1].split(), lines[2].split()) == (emails, imports)
     assert lines[3].startswith("2 live workers")
 
