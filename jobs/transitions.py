@@ -141,8 +141,10 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
         statement = sql.dialect(_using()).succeed_attempts
         return _run_rows(statement, states.SUCCEED, success_rows(part), now)
 
-    # One transaction: the outcomes, and what waits for them released (jobs.workflows).
-    with transaction.atomic(using=_using()):
+    # One transaction: the outcomes, and what waits for them released (jobs.workflows). Inside
+    # a caller's (the claim's) no savepoint of its own: the two stand or fall with it, and
+    # record_isolating keeps a refused row from aborting it.
+    with transaction.atomic(using=_using(), savepoint=False):
         recorded, refused = record_isolating(successes, record, using=_using())
         for success, error in refused:
             fail_unstorable(success, error, now=now)
