@@ -37,7 +37,7 @@ DEFAULTS = {
     # None: on where it can be (PostgreSQL, the task table's connections keep their sessions);
     # False: off (the pid on one host, else the lease); True: as None, and a worker that cannot
     # says so at WARNING rather than INFO.
-    "SESSION_RESCUE": None,
+    "SESSION_RESCUE": False,
     # How workers learn of new tasks: None / "database", or a Redis URL (jobs.transports).
     "TRANSPORT": None,
     "CONCURRENCY": 4,

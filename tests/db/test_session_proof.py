@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
-def _postgres(postgres_only):
-    pass
+def _postgres(postgres_only, settings):
+    settings.JOBS_SESSION_RESCUE = None  # on where it can be (off by default)
 
 
 def direct(operation, what, **options):

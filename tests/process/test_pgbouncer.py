@@ -105,7 +105,8 @@ def test_enqueue_claims_and_outcomes_through_pgbouncer(start_worker, pooled_env)
 
 
 def test_without_a_direct_connection_the_worker_polls_and_says_why(start_worker, pooled_env):
-    worker = start_worker("--poll-interval", "0.2", env=pooled_env)
+    # Session rescue asked for: the worker says why the pooler leaves it off.
+    worker = start_worker("--poll-interval", "0.2", env={**pooled_env, "JOBS_SESSION_RESCUE": "1"})
     wait_for(lambda: "worker started" in worker.output, message="worker start")
     assert "listen off, polling instead" in worker.output
     assert "listen=False" in worker.output
@@ -124,7 +125,7 @@ def test_without_a_direct_connection_the_worker_polls_and_says_why(start_worker,
 
 def test_listen_over_the_direct_connection_wakes_the_worker_at_once(start_worker, pooled_env):
     env = {**pooled_env, "JOBS_TEST_DIRECT_DATABASE_URL": database_url_for_tests()}
-    worker = start_worker("--poll-interval", "30", env=env)
+    worker = start_worker("--poll-interval", "30", env={**env, "JOBS_SESSION_RESCUE": "1"})
     wait_for(lambda: "worker started" in worker.output, message="worker start")
     assert "listen=True" in worker.output, worker.output
     assert "listen off" not in worker.output

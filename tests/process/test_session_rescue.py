@@ -44,7 +44,8 @@ def start_in_group(worker_env, tmp_path):
     def start(*args, env=None):
         worker = WorkerProcess(
             args,
-            {**worker_env, **(env or {})},
+            # On for every worker here, the watchers too (off by default).
+            {**worker_env, "JOBS_SESSION_RESCUE": "1", **(env or {})},
             tmp_path / f"worker-{len(started)}.log",
             start_new_session=True,
         )
