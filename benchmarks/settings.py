@@ -29,3 +29,19 @@ JOBS_TRANSPORT = os.environ.get("JOBS_TRANSPORT") or None
 # at most about 8 times that many tasks (a batch for each of 4 children, and as many at hand).
 if os.environ.get("JOBS_BENCH_BATCH_SIZE"):
     JOBS_BATCH_SIZE = int(os.environ["JOBS_BENCH_BATCH_SIZE"])
+
+# Django's own task log lines ("Task id=… state=…", from the receivers Django connects to its
+# task signals) are written beside jobs' at the worker's level, as in a project that shows them
+# (Django 6's default logging does with DEBUG on): benchmarks/django_drain.py measures Django's
+# @task with them. JOBS_BENCH_DJANGO_LOG=0 leaves them out, as a project whose logging drops them.
+if os.environ.get("JOBS_BENCH_DJANGO_LOG", "1") != "0":
+    LOGGING = {
+        **LOGGING,  # noqa: F405 (the demo's)
+        "loggers": {
+            **LOGGING["loggers"],  # noqa: F405
+            **{
+                name: {"handlers": ["console"], "level": os.environ.get("JOBS_LOG_LEVEL", "INFO")}
+                for name in ("django.tasks", "django_tasks")
+            },
+        },
+    }

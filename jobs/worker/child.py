@@ -37,6 +37,7 @@ from typing import Any
 
 from django.db import connections
 
+from jobs.tasks.django_api import cache_task_signal_receivers
 from jobs.worker import connection_slots
 from jobs.worker.async_batch import ASYNC_TIMEOUT_GRACE
 from jobs.worker.batches import _BatchRunner, rss_bytes
@@ -255,6 +256,7 @@ def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
     os.register_at_fork(after_in_child=_after_fork_in_task)
     _watch_parent(parent_pid)
     connection_slots.install_in_child()
+    cache_task_signal_receivers()
     runner = _BatchRunner(conn, slot, max_tasks, max_memory)
     exit_code = 0
     try:
