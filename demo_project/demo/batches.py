@@ -56,11 +56,7 @@ class FileOutcome:
 
 def outcomes(workflow_id) -> list[FileOutcome]:
     """Each member's outcome, in the order the files were uploaded."""
-    members = list(
-        Task.objects.filter(workflow_id=workflow_id, workflow_role=MEMBER).only(
-            "status", "payload", "result", "summary", "last_error", "cancel_requested_at"
-        )
-    )
+    members = list(Task.objects.filter(workflow_id=workflow_id, workflow_role=MEMBER))
     upload_ids = {upload_id(task) for task in members}
     names = dict(Upload.objects.filter(pk__in=upload_ids).values_list("pk", "filename"))
     members.sort(key=lambda task: (upload_id(task) or 0, str(task.pk)))
@@ -89,14 +85,19 @@ def report(workflow_id) -> dict:
     """E-mail the batch's owner what each file added and skipped; leave one notification."""
     workflow = Workflow.objects.select_related("owner").get(pk=workflow_id)
     files = outcomes(workflow.pk)
-    failed = sum(f.status != Status.SUCCEEDED for f in files)
+    failed = sum(f.status == Status.FAILED for f in files)
+    cancelled = sum(f.status == Status.CANCELLED for f in files)
     created = sum(f.created for f in files)
     skipped = sum(f.skipped_count for f in files)
     what = workflow.summary or f"Import of {len(files)} files"
     headline = f"{what} is done"
-    if failed:
-        count = f"{failed:,} of {len(files):,} {_plural(len(files), 'file')}"
-        headline = f"{what} finished: {count} failed"
+    if failed or cancelled:
+        # "Import of 3 files finished, 1 of 3 files failed and 1 cancelled"
+        ended = [f"{failed:,} failed"] if failed else []
+        ended += [f"{cancelled:,} cancelled"] if cancelled else []
+        of = f"of {len(files):,} {_plural(len(files), 'file')}"
+        ended[0] = ended[0].replace(" ", f" {of} ", 1)
+        headline = f"{what} finished, {' and '.join(ended)}"
     totals = (
         f"{created:,} {_plural(created, 'contact')} added, "
         f"{skipped:,} {_plural(skipped, 'row')} skipped"
@@ -104,7 +105,10 @@ def report(workflow_id) -> dict:
     owner = workflow.owner
     if owner is not None:
         Notification.objects.create(
-            user=owner, text=f"{headline}: {totals}.", succeeded=not failed, cancelled=False
+            user=owner,
+            text=f"{headline}: {totals}."[:500],
+            succeeded=not (failed or cancelled),
+            cancelled=bool(cancelled and not failed),
         )
     sent = bool(owner is not None and owner.email)
     if sent:
@@ -117,6 +121,7 @@ def report(workflow_id) -> dict:
     return {
         "files": len(files),
         "failed": failed,
+        "cancelled": cancelled,
         "created": created,
         "skipped": skipped,
         "mailed": sent,

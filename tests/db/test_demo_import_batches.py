@@ -3,19 +3,22 @@
 import re
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core import mail
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.datastructures import MultiValueDict
 
+import jobs
 from demo_project.demo import batches
 from demo_project.demo import tasks as demo_tasks
 from demo_project.demo.forms import MAX_FILES, UploadForm
 from demo_project.demo.models import Contact, Notification, Upload
+from jobs import transitions
 from jobs.models import Task, Workflow
 from jobs.states import Status
 from jobs.testing import drain
-from tests.factories import MemberFactory
+from tests.factories import MemberFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -123,13 +126,13 @@ def test_a_file_that_fails_is_listed_as_failed_and_the_others_are_imported(clien
     workflow = Workflow.objects.get()
     assert workflow.status == Workflow.State.FAILED
     (email,) = mail.outbox
-    assert email.subject == "Import of 2 files finished: 1 of 2 files failed"
+    assert email.subject == "Import of 2 files finished, 1 of 2 files failed"
     assert "good.csv: 2 contacts added; no rows skipped." in email.body
     assert "latin1.csv: failed: This CSV is not UTF-8 text" in email.body
     (note,) = Notification.objects.all()
     assert note.succeeded is False
     assert note.text == (
-        "Import of 2 files finished: 1 of 2 files failed: 2 contacts added, 0 rows skipped."
+        "Import of 2 files finished, 1 of 2 files failed: 2 contacts added, 0 rows skipped."
     )
 
 
@@ -249,3 +252,40 @@ def test_nul_in_a_cell_is_a_skipped_row_or_a_mended_name_not_a_failed_file(clien
     assert "cells.csv: 1 contact added; 1 row skipped:" in email.body
     assert "  line 2: “nul\ufffd@example.com” is not an e-mail address" in email.body
     assert Contact.objects.get(email="ok@example.com").name == "Na\ufffdme"
+
+
+def test_a_file_cancelled_by_its_owner_is_listed_as_cancelled(client, member):
+    upload(client, csv_file("keep.csv"), csv_file("drop.csv"))
+    dropped = Task.objects.get(summary="Import of drop.csv")
+    assert transitions.cancel(dropped, by=member) == transitions.CancelOutcome.CANCELLED
+    drain()
+    (email,) = mail.outbox
+    assert email.subject == "Import of 2 files finished, 1 of 2 files cancelled"
+    assert "keep.csv: 3 contacts added; no rows skipped." in email.body
+    assert "drop.csv: cancelled." in email.body
+    assert Notification.objects.count() == 1
+
+
+def test_a_retried_batch_reports_its_new_outcome_in_a_new_email(client, member):
+    broken = SimpleUploadedFile("latin1.csv", "email\nzoë@example.com\n".encode("latin-1"))
+    upload(client, csv_file("good.csv"), broken)
+    drain(with_scheduled=True)
+    workflow = Workflow.objects.get()
+    assert jobs.retry_workflow(workflow) == 1
+    drain(with_scheduled=True)
+    assert [m.subject for m in mail.outbox] == [
+        "Import of 2 files finished, 1 of 2 files failed",
+        "Import of 2 files finished, 1 of 2 files failed",
+    ]
+    assert Notification.objects.count() == 2
+
+
+def test_staff_without_the_view_permission_get_404_and_a_viewer_sees_it(client, member):
+    response = upload(client, csv_file("a.csv"), csv_file("b.csv"))
+    url = response["Location"]
+    client.force_login(UserFactory(username="staff", is_staff=True))
+    assert client.get(url).status_code == 404
+    viewer = UserFactory(username="viewer")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_task"))
+    client.force_login(viewer)
+    assert client.get(url).status_code == 200
