@@ -57,7 +57,9 @@ def start_import(request):
             tasks.import_contacts.using(summary=f"Import of {upload.filename}").s(upload.pk)
             for upload in uploads
         ],
-        on_finish=tasks.report_import_batch.s(),
+        on_finish=tasks.report_import_batch.using(
+            summary=f"E-mail about the import of {len(uploads)} files"
+        ).s(),
         owner=request.user,
         summary=f"Import of {len(uploads)} files",
     )

@@ -69,6 +69,7 @@ def test_three_files_make_one_batch_and_one_email_listing_each_file(client, memb
     assert workflow.summary == "Import of 3 files"
     members = Task.objects.filter(workflow=workflow, workflow_role="member")
     assert members.count() == 3
+    assert set(members.values_list("owner", flat=True)) == {member.pk}  # each file's page is hers
     assert set(members.values_list("name", flat=True)) == {demo_tasks.import_contacts.module_path}
     assert sorted(members.values_list("summary", flat=True)) == [
         "Import of north.csv",
@@ -78,6 +79,7 @@ def test_three_files_make_one_batch_and_one_email_listing_each_file(client, memb
     (callback,) = Task.objects.filter(workflow=workflow, workflow_role="on_finish")
     assert callback.name == demo_tasks.report_import_batch.module_path
     assert callback.status == Status.BLOCKED
+    assert callback.summary == "E-mail about the import of 3 files"
 
     drain()
 
