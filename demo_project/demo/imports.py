@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 from jobs import PermanentError
+from jobs.text import clean_text
 
 UNSUPPORTED = "Unsupported file format: please upload a CSV"
 NOT_UTF8 = "This CSV is not UTF-8 text: please export it as “CSV UTF-8” and upload it again."
@@ -71,11 +72,13 @@ def read_rows(text) -> Iterator[Row]:
             yield Row(line, error=f"expected {len(header)} columns, found {len(record)}")
             continue
         email = record[email_at].strip().lower()
-        name = record[name_at].strip()[:200] if name_at is not None else ""
+        # Display text: a NUL or a lone surrogate in a cell is mended, not stored (jobs.text).
+        name = clean_text(record[name_at].strip())[:200] if name_at is not None else ""
         try:
             validate_email(email)
         except ValidationError:
-            reason = "no e-mail address" if not email else f"“{email}” is not an e-mail address"
+            shown = clean_text(email, 80)
+            reason = "no e-mail address" if not email else f"“{shown}” is not an e-mail address"
             yield Row(line, error=reason)
             continue
         yield Row(line, email=email, name=name)

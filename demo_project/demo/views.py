@@ -9,11 +9,15 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from demo_project.demo import tasks
-from demo_project.demo.forms import InviteForm, PrimeForm, ReportForm, UploadForm
+import jobs
+from demo_project.demo import batches, tasks
+from demo_project.demo.forms import MAX_FILES, InviteForm, PrimeForm, ReportForm, UploadForm
 from demo_project.demo.models import Contact, Invitation, Report, Upload, organisation_for
 from jobs.models import Task
+from jobs.text import clean_text
 from jobs.web.views import visible_task
+from jobs.web.workflow_views import visible_workflow
+from jobs.workflows.progress import MEMBER
 
 
 @login_required
@@ -36,22 +40,50 @@ def home(request):
 @login_required
 @require_POST
 def start_import(request):
+    """Import the uploaded files: one file is one task, several are one batch of them."""
     form = UploadForm(request.POST, request.FILES)
     if not form.is_valid():
         messages.error(request, " ".join(form.errors["file"]))
         return redirect("home")
-    file = form.cleaned_data["file"]
-    upload = Upload.objects.create(
+    uploads = [_stored(request, file) for file in form.cleaned_data["file"]]
+    if len(uploads) == 1:
+        task = tasks.import_contacts.using(
+            owner=request.user, summary=f"Import of {uploads[0].filename}"
+        ).enqueue(uploads[0].pk)
+        return redirect("task-detail", task.id)
+    # One bar and one e-mail for all: each file's task tells nobody itself (notify_owner).
+    workflow = jobs.batch(
+        [
+            tasks.import_contacts.using(summary=f"Import of {upload.filename}").s(upload.pk)
+            for upload in uploads
+        ],
+        on_finish=tasks.report_import_batch.using(
+            summary=f"E-mail about the import of {len(uploads)} files"
+        ).s(),
+        owner=request.user,
+        summary=f"Import of {len(uploads)} files",
+    )
+    return redirect("import-batch", workflow.pk)
+
+
+def _stored(request, file) -> Upload:
+    return Upload.objects.create(
         owner=request.user,
         organisation=organisation_for(request.user),
-        filename=file.name[:255],
-        content_type=(file.content_type or "")[:100],
+        filename=clean_text(file.name, 255),  # as shown: no NUL or surrogate reaches the row
+        content_type=clean_text(file.content_type or "", 100),
         file=file,  # saved to storage in chunks, never read whole
     )
-    task = tasks.import_contacts.using(
-        owner=request.user, summary=f"Import of {upload.filename}"
-    ).enqueue(upload.pk)
-    return redirect("task-detail", task.id)
+
+
+@login_required
+def import_batch(request, workflow_id):
+    """Return the page of a multi-file import: one bar for the batch, a line per file."""
+    workflow = visible_workflow(request.user, workflow_id)  # 404 but to its owner and viewers
+    members = Task.objects.filter(workflow=workflow, workflow_role=MEMBER)[:MAX_FILES]
+    ordered = sorted(members, key=lambda task: (batches.upload_id(task) or 0, str(task.pk)))
+    context = {"workflow": workflow, "members": ordered}
+    return render(request, "demo/import_batch.html", context)
 
 
 @login_required
