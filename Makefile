@@ -8,8 +8,9 @@ PG_URL ?= postgres://root@127.0.0.1:5432/jobs
 SQLITE_URL ?= sqlite:///$(CURDIR)/var/jobs.sqlite3
 PYTEST_ARGS ?=
 # Extra arguments of the PostgreSQL stage alone. `make test` sets them to leave out the browser
-# tests there: they run once per Python line, on SQLite (the pages do not depend on the database,
-# and they take minutes a stage). `make test-postgres` alone runs everything.
+# and broker tests there: they run once per Python line, on SQLite (the pages do not depend on
+# the database; a broker's messages only wake a worker, whose claim is tested on both; and they
+# take minutes a stage). `make test-postgres` alone runs everything.
 PG_PYTEST_ARGS ?=
 
 .PHONY: install screenshots demo test test-sqlite test-postgres lint typecheck migrations-check docs postgres chromium pgbouncer redis rabbitmq test-newest-python test-package clean
@@ -40,7 +41,7 @@ screenshots: install chromium
 # on SQLite and on PostgreSQL, and again with Django 6 on a newer Python when the machine has
 # one; then, once, the package.
 test: lint typecheck migrations-check docs test-sqlite test-postgres test-newest-python test-package
-test: PG_PYTEST_ARGS = -m "not browser"
+test: PG_PYTEST_ARGS = -m "not browser and not broker"
 
 lint: install
 	$(VENV)/bin/ruff check .

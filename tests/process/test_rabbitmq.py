@@ -17,7 +17,7 @@ from tests.conftest import wait_for
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process, pytest.mark.broker]
 
 BROKER = "amqp://guest:guest@127.0.0.1:5672/"
 

@@ -12,7 +12,7 @@ from jobs.states import Status
 from tests.conftest import wait_for
 from tests.testapp import tasks
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.process, pytest.mark.broker]
 
 
 def _free_port() -> int:
