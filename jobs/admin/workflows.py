@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.translation import ngettext
 
 from jobs.admin import display
 from jobs.models import Task, TaskDependency, Workflow
@@ -119,10 +120,12 @@ class WorkflowAdmin(admin.ModelAdmin):
             counts = api.cancel_workflow(workflow, by=request.user)
             done, cancelled = done + 1, cancelled + counts.cancelled + counts.requested
         skipped = queryset.count() - done
-        text = f"{done:,} workflows cancelled ({cancelled:,} tasks)"
-        self.message_user(
-            request, text + (f"; {skipped:,} skipped: already finished" if skipped else "")
-        )
+        text = ngettext(
+            "%(done)s workflow cancelled (%(tasks)s)",
+            "%(done)s workflows cancelled (%(tasks)s)",
+            done,
+        ) % {"done": f"{done:,}", "tasks": _count(cancelled, "task", "tasks")}
+        self.message_user(request, text + _skipped(skipped, "already finished"))
 
     @admin.action(
         permissions=["retry"], description="Retry the failed members of selected workflows"
@@ -134,7 +137,18 @@ class WorkflowAdmin(admin.ModelAdmin):
             n = api.retry_workflow(workflow)
             done, retried = done + (1 if n else 0), retried + n
         skipped = queryset.count() - done
-        text = f"{retried:,} tasks of {done:,} workflows requeued"
-        self.message_user(
-            request, text + (f"; {skipped:,} skipped: nothing failed" if skipped else "")
-        )
+        text = ngettext(
+            "%(tasks)s of %(done)s workflow requeued",
+            "%(tasks)s of %(done)s workflows requeued",
+            done,
+        ) % {"done": f"{done:,}", "tasks": _count(retried, "task", "tasks")}
+        self.message_user(request, text + _skipped(skipped, "nothing failed"))
+
+
+def _count(n: int, singular: str, plural: str) -> str:
+    """Say ``n`` things: "1 task", "2 tasks" (``ngettext``, so a translation can say it too)."""
+    return f"{n:,} {ngettext(singular, plural, n)}"
+
+
+def _skipped(n: int, reason: str) -> str:
+    return f"; {n:,} skipped: {reason}" if n else ""

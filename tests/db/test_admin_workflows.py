@@ -73,7 +73,7 @@ def test_cancel_needs_cancel_task_and_cancels_the_whole_workflow(client):
 
     client.force_login(staff("view_task", "cancel_task", username="canceller"))
     response = act(client, "cancel_workflows", workflow)
-    assert "1 workflows cancelled (2 tasks)" in response.content.decode()
+    assert "1 workflow cancelled (2 tasks)" in response.content.decode()
     assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.CANCELLED
     statuses = sorted(Task.objects.filter(workflow=workflow).values_list("status", flat=True))
     assert statuses == [Status.CANCELLED, Status.CANCELLED, Status.SUCCEEDED]
@@ -88,9 +88,27 @@ def test_retry_needs_retry_task_and_requeues_only_the_failed_members(client):
 
     client.force_login(staff("view_task", "retry_task", username="retrier"))
     response = act(client, "retry_workflows", workflow)
-    assert "1 tasks of 1 workflows requeued" in response.content.decode()
+    assert "1 task of 1 workflow requeued" in response.content.decode()
     statuses = sorted(Task.objects.filter(workflow=workflow).values_list("status", flat=True))
     assert statuses == [Status.PENDING, Status.SUCCEEDED]
+
+
+def test_the_action_messages_say_one_in_the_singular_and_two_in_the_plural(client):
+    client.force_login(staff("view_task", "cancel_task", "retry_task", username="operator"))
+    one = WorkflowFactory(members=["pending"])
+    assert "1 workflow cancelled (1 task)" in act(client, "cancel_workflows", one).content.decode()
+    two = [WorkflowFactory(members=["pending", "blocked"]) for _ in range(2)]
+    finished = WorkflowFactory(members=["succeeded"], succeeded=True)
+    html = act(client, "cancel_workflows", *two, finished).content.decode()
+    assert "2 workflows cancelled (4 tasks); 1 skipped: already finished" in html
+
+    failed = [jobs.batch([wt.fail_now.s(), wt.fail_now.s()]) for _ in range(2)]
+    drain()
+    html = act(client, "retry_workflows", failed[0]).content.decode()
+    assert "2 tasks of 1 workflow requeued" in html
+    drain()
+    html = act(client, "retry_workflows", *failed, finished).content.decode()
+    assert "4 tasks of 2 workflows requeued; 1 skipped: nothing failed" in html
 
 
 def test_the_dashboard_counts_blocked_tasks_apart_from_waiting_ones(client):
