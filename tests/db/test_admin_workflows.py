@@ -39,6 +39,14 @@ def test_the_workflow_page_shows_members_what_they_wait_for_and_the_callback(cli
     assert "1 of 1 done" in html
 
 
+def test_the_workflow_pages_say_what_its_members_are(client):
+    batch = jobs.batch([wt.double.s(2)], summary="One file", noun="file", verb="imported")
+    client.force_login(staff("view_task"))
+    assert "0 of 1 file imported" in client.get(page(batch)).content.decode()
+    drain()
+    assert "1 of 1 file imported" in client.get(reverse(CHANGELIST)).content.decode()
+
+
 def test_the_task_page_shows_its_workflow_and_what_it_waits_for(client):
     workflow = jobs.chain(wt.double.s(1), wt.add_one.s(), summary="Two steps")
     first = Task.objects.get(workflow=workflow, status=Status.PENDING)
