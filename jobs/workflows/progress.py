@@ -98,8 +98,11 @@ class Progress:
 
     @property
     def text(self) -> str:
-        """ "7 of 10 files imported, 1 failed" ("7 of 10 done, 1 failed" with no noun)."""
-        parts = [f"{self.done:,} of {self.total:,} {self.unit}"]
+        """ "7 of 10 done, 1 failed"; in a workflow's own words "7 of 10 files imported, 1
+        failed". "done" counts every finished member; a verb of the workflow's own counts those
+        it is true of, the members that succeeded (a failed file was not imported)."""
+        counted = self.done if self.verb == DEFAULT_VERB else self.succeeded
+        parts = [f"{counted:,} of {self.total:,} {self.unit}"]
         if self.failed:
             parts.append(f"{self.failed:,} failed")
         if self.cancelled:

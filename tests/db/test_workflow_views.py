@@ -265,13 +265,14 @@ def test_a_batch_that_names_its_members_says_so_in_its_status_and_its_bar(owner_
     assert body["counts"]["unit"] == "files imported"
     drain()
     body = owner_client.get(status_url(workflow)).json()
-    assert body["message"] == "3 of 3 files imported, 1 failed."
+    assert body["message"] == "2 of 3 files imported, 1 failed."  # the failed one was not
     request = RequestFactory().get("/imports/")
     request.user = owner
     html = Template("{% load jobs_progress %}{% workflow_progress workflow %}").render(
         Context({"workflow": Workflow.objects.get(pk=workflow.pk), "request": request})
     )
-    assert "3 of 3 files imported, 1 failed." in html
+    assert "2 of 3 files imported, 1 failed." in html
+    assert 'aria-valuenow="100"' in html  # the bar: every member finished
 
 
 def test_a_batch_of_one_file_says_it_in_the_singular(owner_client, owner):

@@ -86,7 +86,12 @@ FILES = {"noun": "file", "noun_plural": "files", "verb": "imported"}
 @pytest.mark.parametrize(
     ("progress", "text"),
     [
-        (Progress(total=10, succeeded=6, failed=1, **FILES), "7 of 10 files imported, 1 failed"),
+        (Progress(total=10, succeeded=7, failed=1, **FILES), "7 of 10 files imported, 1 failed"),
+        (Progress(total=10, succeeded=9, failed=1, **FILES), "9 of 10 files imported, 1 failed"),
+        (
+            Progress(total=10, succeeded=9, failed=1, noun="file", noun_plural="files"),
+            "10 of 10 files done, 1 failed",  # "done": every finished member
+        ),
         (Progress(total=1, succeeded=1, **FILES), "1 of 1 file imported"),
         (Progress(total=1, **FILES), "0 of 1 file imported"),
         (Progress(total=2, succeeded=1, **FILES), "1 of 2 files imported"),
@@ -94,7 +99,7 @@ FILES = {"noun": "file", "noun_plural": "files", "verb": "imported"}
         (Progress(total=3, succeeded=3, verb="sent"), "3 of 3 sent"),
         (
             Progress(total=2, cancelled=1, noun="child", noun_plural="children", verb="fed"),
-            "1 of 2 children fed, 1 cancelled",
+            "0 of 2 children fed, 1 cancelled",
         ),
     ],
 )
