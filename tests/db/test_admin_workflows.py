@@ -130,3 +130,50 @@ def test_the_dashboard_counts_blocked_tasks_apart_from_waiting_ones(client):
     counts = dict(zip(labels, (count for count, _ in row["counts"]), strict=True))
     assert counts["Blocked"] == 2
     assert counts["Pending"] == 1
+
+
+def button(workflow, action):
+    return reverse(f"admin:jobs_workflow_{action}", args=[workflow.pk])
+
+
+def test_the_page_offers_cancel_while_it_runs_and_retry_once_it_failed(client):
+    workflow = WorkflowFactory(members=["pending", "running"])
+    client.force_login(staff("view_task", "cancel_task", "retry_task", username="operator"))
+    html = client.get(page(workflow)).content.decode()
+    assert button(workflow, "cancel") in html
+    assert button(workflow, "retry") not in html
+
+    response = client.post(button(workflow, "cancel"), follow=True)
+    assert response.redirect_chain == [(page(workflow), 302)]
+    html = response.content.decode()
+    assert "1 workflow cancelled (2 tasks)" in html  # the running one asked to stop
+    assert button(workflow, "cancel") not in html
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.CANCELLED
+    failed = jobs.batch([wt.fail_now.s()])
+    drain()
+    assert button(failed, "retry") in client.get(page(failed)).content.decode()
+    html = client.post(button(failed, "retry"), follow=True).content.decode()
+    assert "1 task of 1 workflow requeued" in html
+
+
+def test_the_page_buttons_need_their_permission_a_post_and_an_existing_workflow(client):
+    workflow = WorkflowFactory(members=["pending"])
+    client.force_login(staff("view_task", username="viewer"))
+    assert button(workflow, "cancel") not in client.get(page(workflow)).content.decode()
+    assert client.post(button(workflow, "cancel")).status_code == 403
+    assert client.post(button(workflow, "retry")).status_code == 403
+    client.force_login(staff("cancel_task", username="blind"))  # acting needs seeing too
+    assert client.post(button(workflow, "cancel")).status_code == 403
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.RUNNING
+
+    client.force_login(staff("view_task", "cancel_task", username="canceller"))
+    assert client.get(button(workflow, "cancel")).status_code == 405
+    gone = reverse("admin:jobs_workflow_cancel", args=["00000000-0000-0000-0000-000000000000"])
+    response = client.post(gone, follow=True)
+    assert "doesn’t exist" in response.content.decode()  # noqa: RUF001
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.RUNNING
+    client.logout()
+    response = client.post(button(workflow, "cancel"))
+    assert response.status_code == 302
+    assert "/login/" in response["Location"]
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.RUNNING
