@@ -142,7 +142,7 @@ def progress(workflow: "Workflow | uuid.UUID | str") -> Progress:
         row = Workflow.objects.filter(pk=workflow_id).values_list(
             "total", "noun", "noun_plural", "verb"
         )
-        total, noun, noun_plural, verb = row.first() or (None, "", "", DEFAULT_VERB)
+        total, noun, noun_plural, verb = row.first() or (0, "", "", DEFAULT_VERB)
     return Progress(
         total=total or sum(counts.values()),
         noun=noun,
