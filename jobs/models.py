@@ -80,6 +80,10 @@ class Workflow(models.Model):
         related_name="jobs_workflows",
     )
     total = models.PositiveIntegerField(default=0, help_text="Members, callbacks not counted.")
+    # How its progress names a member: "7 of 10 files imported"; no noun: "7 of 10 done".
+    noun = models.CharField(max_length=40, blank=True, default="", help_text='"file"')
+    noun_plural = models.CharField(max_length=40, blank=True, default="", help_text='"files"')
+    verb = models.CharField(max_length=40, default="done", help_text='"imported"')
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

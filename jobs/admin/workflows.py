@@ -3,10 +3,15 @@ callbacks; cancel and retry (its failed members) as a whole, behind the task act
 permissions (``cancel_task``, ``retry_task``). Reading one needs ``view_task``: its members are
 tasks. Progress is ``jobs.workflows.progress``'s; the writes are ``jobs.workflows.api``'s."""
 
-from django.contrib import admin
-from django.urls import reverse
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext, ngettext
 
 from jobs.admin import display
 from jobs.models import Task, TaskDependency, Workflow
@@ -89,6 +94,54 @@ class WorkflowAdmin(admin.ModelAdmin):
     def has_cancel_permission(self, request, obj=None):
         return request.user.has_perm("jobs.cancel_task")
 
+    # The page's buttons: each action on this one workflow, a POST behind its permission.
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/cancel/", view(self.cancel_view), name="jobs_workflow_cancel"),
+            path("<path:object_id>/retry/", view(self.retry_view), name="jobs_workflow_retry"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        workflow = self.get_object(request, unquote(object_id))
+        extra_context = dict(extra_context or {})
+        if workflow is not None:
+            counted = count_progress(workflow)
+            extra_context["can_cancel"] = (
+                workflow.status == Workflow.State.RUNNING and self.has_cancel_permission(request)
+            )
+            extra_context["can_retry"] = (
+                workflow.status in (Workflow.State.FAILED, Workflow.State.CANCELLED)
+                and bool(counted.failed or counted.cancelled)
+                and self.has_retry_permission(request)
+            )
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def cancel_view(self, request, object_id):
+        return self._act_on_one(request, object_id, self.has_cancel_permission, "cancel_workflows")
+
+    def retry_view(self, request, object_id):
+        return self._act_on_one(request, object_id, self.has_retry_permission, "retry_workflows")
+
+    def _act_on_one(self, request, object_id, allowed, action):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not (self.has_view_permission(request) and allowed(request)):
+            raise PermissionDenied  # as the bulk actions: acting needs seeing too
+        workflow = self.get_object(request, unquote(object_id))
+        if workflow is None:
+            # Django's msgid, as the task page's buttons say it (jobs.admin.tasks._missing).
+            text = gettext("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?")  # noqa: RUF001
+            key = unquote(object_id)
+            self.message_user(
+                request, text % {"name": self.opts.verbose_name, "key": key}, messages.WARNING
+            )
+            return redirect(reverse("admin:index", current_app=self.admin_site.name))
+        getattr(self, action)(request, Workflow.objects.filter(pk=workflow.pk))
+        return redirect(reverse("admin:jobs_workflow_change", args=[quote(workflow.pk)]))
+
     @admin.display(description="progress")
     def progress_text(self, workflow):
         return count_progress(workflow).text
@@ -119,10 +172,12 @@ class WorkflowAdmin(admin.ModelAdmin):
             counts = api.cancel_workflow(workflow, by=request.user)
             done, cancelled = done + 1, cancelled + counts.cancelled + counts.requested
         skipped = queryset.count() - done
-        text = f"{done:,} workflows cancelled ({cancelled:,} tasks)"
-        self.message_user(
-            request, text + (f"; {skipped:,} skipped: already finished" if skipped else "")
-        )
+        text = ngettext(
+            "%(done)s workflow cancelled (%(tasks)s)",
+            "%(done)s workflows cancelled (%(tasks)s)",
+            done,
+        ) % {"done": f"{done:,}", "tasks": _count(cancelled, "task", "tasks")}
+        self.message_user(request, text + _skipped(skipped, "already finished"))
 
     @admin.action(
         permissions=["retry"], description="Retry the failed members of selected workflows"
@@ -134,7 +189,18 @@ class WorkflowAdmin(admin.ModelAdmin):
             n = api.retry_workflow(workflow)
             done, retried = done + (1 if n else 0), retried + n
         skipped = queryset.count() - done
-        text = f"{retried:,} tasks of {done:,} workflows requeued"
-        self.message_user(
-            request, text + (f"; {skipped:,} skipped: nothing failed" if skipped else "")
-        )
+        text = ngettext(
+            "%(tasks)s of %(done)s workflow requeued",
+            "%(tasks)s of %(done)s workflows requeued",
+            done,
+        ) % {"done": f"{done:,}", "tasks": _count(retried, "task", "tasks")}
+        self.message_user(request, text + _skipped(skipped, "nothing failed"))
+
+
+def _count(n: int, singular: str, plural: str) -> str:
+    """Say ``n`` things: "1 task", "2 tasks" (``ngettext``, so a translation can say it too)."""
+    return f"{n:,} {ngettext(singular, plural, n)}"
+
+
+def _skipped(n: int, reason: str) -> str:
+    return f"; {n:,} skipped: {reason}" if n else ""

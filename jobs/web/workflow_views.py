@@ -82,7 +82,9 @@ def message(workflow: Workflow, counted: Progress) -> str:
     if workflow.status == Workflow.State.CANCELLED:
         return f"Cancelled: {counted.text}."
     if workflow.status == Workflow.State.SUCCEEDED:
-        return f"All {counted.total:,} done." if counted.total != 1 else "Done."
+        if counted.total == 1:
+            return f"1 {counted.unit}." if counted.noun else "Done."
+        return f"All {counted.total:,} {counted.unit}."
     return f"{counted.text}."
 
 

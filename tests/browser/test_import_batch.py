@@ -42,7 +42,7 @@ def test_two_files_chosen_at_once_make_one_bar_and_one_notification(page, login,
     banner = page.get_by_text("Import of 2 files is done: 500 contacts added, 1 row skipped.")
     expect(banner.first).to_be_visible(timeout=SLOW)
     expect(page.get_by_role("progressbar")).to_have_count(1)
-    expect(page.get_by_text("All 2 done.").first).to_be_visible()
+    expect(page.get_by_text("All 2 files imported.").first).to_be_visible()
 
     workflow = Workflow.objects.get()
     assert workflow.status == Workflow.State.SUCCEEDED

@@ -109,13 +109,13 @@ def test_the_batch_page_shows_one_bar_and_each_file(client, member):
     page = client.get(response["Location"]).content.decode()
     assert page.count('role="progressbar"') == 1
     assert 'aria-label="Progress of Import of 2 files"' in page
-    assert "0 of 2 done" in page
+    assert "0 of 2 files imported" in page
     assert "Import of a.csv" in page
     assert "Import of b.csv" in page
 
     drain()
     page = client.get(response["Location"]).content.decode()
-    assert "All 2 done." in page
+    assert "All 2 files imported." in page
     assert "Import of 2 files is done: 6 contacts added, 0 rows skipped." in page  # the banner
     assert page.count("Succeeded") >= 2
 

@@ -251,6 +251,59 @@ def test_the_template_tag_renders_the_bar_that_progress_js_polls(owner):
     assert 'data-finished="false"' in html
 
 
+def test_a_batch_that_names_its_members_says_so_in_its_status_and_its_bar(owner_client, owner):
+    workflow = jobs.batch(
+        [wt.double.s(n) for n in range(2)] + [wt.fail_now.s("bad file")],
+        owner=owner,
+        summary="Three files",
+        noun="file",
+        verb="imported",
+    )
+    body = owner_client.get(status_url(workflow)).json()
+    assert body["message"] == "0 of 3 files imported."
+    assert body["progress"]["message"] == "0 of 3 files imported"
+    assert body["counts"]["unit"] == "files imported"
+    drain()
+    body = owner_client.get(status_url(workflow)).json()
+    assert body["message"] == "2 of 3 files imported, 1 failed."  # the failed one was not
+    request = RequestFactory().get("/imports/")
+    request.user = owner
+    html = Template("{% load jobs_progress %}{% workflow_progress workflow %}").render(
+        Context({"workflow": Workflow.objects.get(pk=workflow.pk), "request": request})
+    )
+    assert "2 of 3 files imported, 1 failed." in html
+    assert 'aria-valuenow="100"' in html  # the bar: every member finished
+
+
+def test_a_batch_of_one_file_says_it_in_the_singular(owner_client, owner):
+    workflow = jobs.batch([wt.double.s(1)], owner=owner, noun="file", verb="imported")
+    assert owner_client.get(status_url(workflow)).json()["message"] == "0 of 1 file imported."
+    drain()
+    assert owner_client.get(status_url(workflow)).json()["message"] == "1 file imported."
+    two = jobs.batch([wt.double.s(1), wt.double.s(2)], owner=owner, noun="file", verb="imported")
+    drain()
+    assert owner_client.get(status_url(two)).json()["message"] == "All 2 files imported."
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        {"noun": "file\x00"},
+        {"noun": "file", "verb": "\udcff"},
+        {"noun": "f" * 500},
+        {"verb": ""},
+        {"noun": ["a", "b", "c"]},
+    ],
+)
+def test_a_bad_noun_or_verb_is_refused_at_the_call_and_nothing_is_written(owner, words):
+    with pytest.raises(jobs.PayloadError):
+        jobs.batch([wt.double.s(1)], owner=owner, on_finish=wt.callback.s("x"), **words)
+    with pytest.raises(jobs.PayloadError):
+        jobs.chain(wt.double.s(1), wt.add_one.s(), owner=owner, **words)
+    assert not Workflow.objects.exists()
+    assert not Task.objects.exists()
+
+
 def test_the_template_tag_offers_another_users_buttons_only_with_permissions(owner):
     workflow = WorkflowFactory(owner=owner, members=["pending"])
     request = RequestFactory().get("/")

@@ -6,9 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from jobs.exceptions import PayloadError
 from jobs.tasks.definition import Call, TaskOptionError
 from jobs.tasks.dependencies import MAX_DEPENDENCIES, dependency_ids
-from jobs.workflows.progress import Progress
+from jobs.workflows.progress import Progress, wording
 from tests.testapp import django_tasks
 from tests.testapp import workflow_tasks as wt
 
@@ -77,3 +78,61 @@ def test_progress_in_words(progress, text, percent):
     assert progress.percent == percent
     assert progress.as_dict()["text"] == text
     assert progress.finished is (progress.done == progress.total)
+
+
+FILES = {"noun": "file", "noun_plural": "files", "verb": "imported"}
+
+
+@pytest.mark.parametrize(
+    ("progress", "text"),
+    [
+        (Progress(total=10, succeeded=7, failed=1, **FILES), "7 of 10 files imported, 1 failed"),
+        (Progress(total=10, succeeded=9, failed=1, **FILES), "9 of 10 files imported, 1 failed"),
+        (
+            Progress(total=10, succeeded=9, failed=1, noun="file", noun_plural="files"),
+            "10 of 10 files done, 1 failed",  # "done": every finished member
+        ),
+        (Progress(total=1, succeeded=1, **FILES), "1 of 1 file imported"),
+        (Progress(total=1, **FILES), "0 of 1 file imported"),
+        (Progress(total=2, succeeded=1, **FILES), "1 of 2 files imported"),
+        (Progress(total=0, **FILES), "0 of 0 files imported"),
+        (Progress(total=3, succeeded=3, verb="sent"), "3 of 3 sent"),
+        (
+            Progress(total=2, cancelled=1, noun="child", noun_plural="children", verb="fed"),
+            "0 of 2 children fed, 1 cancelled",
+        ),
+    ],
+)
+def test_a_workflow_names_its_members_in_the_number_of_the_total(progress, text):
+    assert progress.text == text
+    assert progress.as_dict()["text"] == text
+
+
+def test_wording_adds_an_s_takes_a_pair_and_defaults_to_done():
+    assert wording() == ("", "", "done")
+    assert wording("file", "imported") == ("file", "files", "imported")
+    assert wording(("child", "children"), " fed ") == ("child", "children", "fed")
+    assert wording("", "sent") == ("", "", "sent")
+
+
+@pytest.mark.parametrize(
+    ("noun", "verb", "says"),
+    [
+        ("fi\x00le", None, "character '\\x00'"),
+        ("file", "im\ud800ported", "character '\\ud800'"),
+        ("file", "imported\nnow", "character '\\n'"),
+        ("f" * 41, None, "41 characters long; at most 40"),
+        ("file", "v" * 1000, "1,000 characters long"),
+        ("file", "", "verb of a workflow's progress cannot be empty"),
+        ("file", "   ", "cannot be empty"),
+        (7, None, "noun must be text"),
+        (("file",), None, "noun must be text"),
+        (("child", None), None, "plural noun of a workflow's progress must be text"),
+        ("file", b"imported", "verb of a workflow's progress must be text"),
+        ("x" * 40, None, "41 characters long"),  # its plural, an "s" added
+    ],
+)
+def test_a_bad_noun_or_verb_is_refused_with_the_reason(noun, verb, says):
+    with pytest.raises(PayloadError) as refused:
+        wording(noun, verb)
+    assert says in str(refused.value)
