@@ -15,8 +15,8 @@ from django.db.models import Value
 from django.utils import timezone
 
 from jobs.models import QueuePause, Task, TaskPause
-from jobs.tasks.payload import MAX_QUEUE_LENGTH, check_name
 from jobs.tasks.discovery import discover_task_modules
+from jobs.tasks.payload import MAX_QUEUE_LENGTH, check_name
 from jobs.tasks.registry import registered_names
 
 logger = logging.getLogger(__name__)
@@ -25,8 +25,9 @@ MAX_TASK_TYPE_LENGTH = 200  # TaskPause.name's max_length
 
 
 def _queue(queue) -> str:
-    """``queue`` if a pause row can hold it; else ``PayloadError``, before the database (a NUL is
-    PostgreSQL's ``DataError``, a surrogate a ``UnicodeEncodeError``, ``5`` would become ``'5'``)."""
+    """``queue`` if a pause row can hold it; else ``PayloadError``, before the database (a NUL
+    is PostgreSQL's ``DataError``, a surrogate a ``UnicodeEncodeError``, ``5`` becomes ``'5'``).
+    """
     return check_name(queue, "queue", MAX_QUEUE_LENGTH)
 
 
