@@ -145,8 +145,10 @@ def retry_workflow(workflow) -> int:
 
 
 def _calls(calls, shape: str) -> list[Call]:
-    if len(calls) == 1 and not isinstance(calls[0], Call) and shape == "chain":
-        calls = calls[0]
+    if shape == "chain" and len(calls) == 1 and not isinstance(calls[0], Call):
+        calls = calls[0]  # chain([a.s(), b.s()]): one list of them
+    if isinstance(calls, Call):  # batch(task.s(1)): one call where a list of them was due
+        raise PayloadError(f"A {shape} takes a list of task calls: [{calls!r:.80}].")
     try:
         calls = list(calls)
     except TypeError:

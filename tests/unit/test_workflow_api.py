@@ -77,3 +77,17 @@ def test_progress_in_words(progress, text, percent):
     assert progress.percent == percent
     assert progress.as_dict()["text"] == text
     assert progress.finished is (progress.done == progress.total)
+
+
+def test_a_batch_takes_any_iterable_of_calls_and_says_so_of_one_call():
+    # batch(call for ...) and batch(task.s(1)) raised "object of type ... has no len()".
+    from jobs.exceptions import PayloadError
+    from jobs.workflows.api import _calls
+
+    calls = [wt.mark.s(number) for number in range(3)]
+    assert _calls(iter(calls), "batch") == calls
+    assert _calls((call for call in calls), "batch") == calls
+    with pytest.raises(PayloadError, match=r"takes a list of task calls"):
+        _calls(calls[0], "batch")
+    with pytest.raises(PayloadError, match=r"takes task calls"):
+        _calls(5, "batch")
