@@ -177,6 +177,11 @@ def enqueue_many(
     return ids
 
 
+def call_enqueue_hooks(tasks: list[Task]):
+    """Tell the enqueue hooks (``jobs.testing.immediately``) of ``tasks``, just enqueued."""
+    _call_enqueue_hooks(tasks)
+
+
 def _call_enqueue_hooks(tasks: list[Task]):
     for hook in list(enqueue_hooks):
         hook(tasks)
@@ -332,6 +337,7 @@ def create_task(
     # Only when someone listens: an on-commit callback per enqueue is not free.
     if signals.task_enqueued.has_listeners(Task):
         signals.send_on_commit(signals.task_enqueued, task)
-    if enqueue_hooks:
+    # A blocked row is no due task: jobs.workflows.waiting calls the hooks once it is decided.
+    if enqueue_hooks and task.status != Status.BLOCKED:
         _call_enqueue_hooks([task])
     return task
