@@ -1,9 +1,11 @@
 """Enqueueing: the task rows a call of a task becomes, one at a time or many per statement."""
 
+import contextlib
 import operator
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import cast
 
 from django.core.exceptions import ImproperlyConfigured
@@ -182,7 +184,33 @@ def call_enqueue_hooks(tasks: list[Task]):
     _call_enqueue_hooks(tasks)
 
 
+# The tasks enqueued inside ``hooks_deferred()``, told to the hooks at its end.
+_deferred: ContextVar[list | None] = ContextVar("jobs_enqueue_hooks_deferred", default=None)
+
+
+@contextlib.contextmanager
+def hooks_deferred() -> Iterator[None]:
+    """Hold back the enqueue hooks until the block ends, then tell them of every task it
+    enqueued: a workflow's tasks run (in immediate mode) once the whole workflow is stored, not
+    as each is written, when a batch's first members would complete it alone."""
+    if _deferred.get() is not None or not enqueue_hooks:
+        yield
+        return
+    held: list[Task] = []
+    token = _deferred.set(held)
+    try:
+        yield
+    finally:  # an exception (a rollback) goes on from the yield: nothing of it runs
+        _deferred.reset(token)
+    if held:
+        _call_enqueue_hooks(held)
+
+
 def _call_enqueue_hooks(tasks: list[Task]):
+    held = _deferred.get()
+    if held is not None:
+        held.extend(tasks)
+        return
     for hook in list(enqueue_hooks):
         hook(tasks)
 

@@ -29,11 +29,13 @@ def chain(*calls, owner=None, summary: str = "") -> Workflow:
     ``summary``: the workflow's, and each link's where the call sets none. Returns the
     workflow (``jobs.workflows.progress`` counts its links).
     """
+    from jobs.tasks.enqueueing import hooks_deferred  # app registry (jobs.backends: a cycle)
+
     links = _calls(calls, "chain")
     if not links:
         raise PayloadError("A chain needs at least one task.")
     using = router.db_for_write(Task)
-    with transaction.atomic(using=using):
+    with hooks_deferred(), transaction.atomic(using=using):
         workflow = _workflow(Workflow.Kind.CHAIN, owner, summary, len(links))
         previous = None
         for call in links:
@@ -73,9 +75,10 @@ def batch(
         if not isinstance(call, Call):
             raise PayloadError(f"{role} must be a task call (task.s(...)), not {call!r:.80}.")
     from jobs.tasks.enqueueing import enqueue_many  # app registry (jobs.backends: a cycle)
+    from jobs.tasks.enqueueing import hooks_deferred
 
     using = router.db_for_write(Task)
-    with transaction.atomic(using=using):
+    with hooks_deferred(), transaction.atomic(using=using):
         workflow = _workflow(Workflow.Kind.BATCH, owner, summary, len(calls))
         for role, call in callbacks.items():
             args = (str(workflow.pk), *call.args) if call.receives else call.args

@@ -404,10 +404,20 @@ def test_immediately_runs_a_dependent_whose_dependencies_have_finished():
     assert workflow.status == "succeeded"
 
 
-def test_immediately_leaves_a_batch_callback_to_drain():
-    # Released by the last member's outcome, not by an enqueue: documented, drain() runs it.
+def test_immediately_runs_a_batch_callback_its_members_released():
+    # Released by the last member's outcome, not by an enqueue: it stayed pending.
     with immediately():
-        workflow = jobs.batch([wt.double.s(1)], on_success=wt.callback.s("done"))
-    callback = Task.objects.get(workflow=workflow, workflow_role="on_success")
-    assert callback.status == Status.PENDING
-    assert drain().succeeded == 1
+        workflow = jobs.batch(
+            [wt.double.s(1), wt.fail_now.s()],
+            on_success=wt.callback.s("success"),
+            on_failure=wt.callback.s("failure"),
+            on_finish=wt.callback.s("finish"),
+        )
+    workflow.refresh_from_db()
+    roles = dict(Task.objects.filter(workflow=workflow).values_list("workflow_role", "status"))
+    assert (workflow.status, roles["on_failure"], roles["on_finish"]) == (
+        "failed", Status.SUCCEEDED, Status.SUCCEEDED
+    )  # fmt: skip
+    assert roles["on_success"] == Status.CANCELLED
+    assert sorted(SideEffect.objects.values_list("key", flat=True)) == ["failure", "finish"]
+    assert drain().total == 0
