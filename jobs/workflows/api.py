@@ -74,8 +74,8 @@ def batch(
     for role, call in callbacks.items():
         if not isinstance(call, Call):
             raise PayloadError(f"{role} must be a task call (task.s(...)), not {call!r:.80}.")
-    from jobs.tasks.enqueueing import enqueue_many  # app registry (jobs.backends: a cycle)
-    from jobs.tasks.enqueueing import hooks_deferred
+    # The app registry (jobs.backends: a cycle).
+    from jobs.tasks.enqueueing import enqueue_many, hooks_deferred
 
     using = router.db_for_write(Task)
     with hooks_deferred(), transaction.atomic(using=using):
