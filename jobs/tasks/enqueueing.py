@@ -114,7 +114,7 @@ def enqueue_many(
     is validated before anything is written, so one bad call refuses them all, and all the rows
     are written in one transaction (the caller's, if there is one). The options apply to every
     task; an ``idempotency_key`` or a unique key is refused (it names one task: use
-    ``enqueue``). Ids, not rows,
+    ``enqueue``), and so is ``depends_on`` (rows written ``pending`` would not wait). Ids, not rows,
     are returned: building 100,000 model instances would cost more than inserting them.
     ``workflow_id`` and ``workflow_role``: the batch they are members of (``jobs.batch``).
     """
@@ -126,6 +126,11 @@ def enqueue_many(
         raise ValueError("enqueue_many takes no idempotency_key: it names one task.")
     if task.resolved_unique() is not None:
         raise ValueError("enqueue_many takes no unique key or scope: a key names one task.")
+    if task.depends_on:
+        raise ValueError(
+            "enqueue_many takes no depends_on: enqueue each dependent with enqueue(), or make "
+            "them a jobs.batch with an on_success callback."
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}.")
     now = timezone.now()
