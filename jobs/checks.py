@@ -194,8 +194,8 @@ def check_numeric_limits(app_configs, **kwargs):
     if not limits.is_number(factor) or not 1 <= factor <= 100:
         error("BACKOFF_FACTOR", "a number from 1 to 100")
     jitter = jobs_settings.BACKOFF_JITTER
-    if not limits.is_number(jitter) or not 0 <= jitter <= 1:
-        error("BACKOFF_JITTER", "a fraction from 0 to 1")
+    if not limits.is_number(jitter) or not 0 <= jitter < 1:  # jobs.Backoff refuses 1
+        error("BACKOFF_JITTER", "a fraction from 0 to below 1")
     if not isinstance(jobs_settings.AUTO_PRUNE, bool):
         error("AUTO_PRUNE", "True or False")
     keep, most = jobs_settings.HISTORY_KEEP_DAYS, limits.MAX_RETENTION_DAYS

@@ -16,13 +16,28 @@ from django.utils import timezone
 
 from jobs.models import QueuePause, Task, TaskPause
 from jobs.tasks.discovery import discover_task_modules
+from jobs.tasks.payload import MAX_QUEUE_LENGTH, check_name
 from jobs.tasks.registry import registered_names
 
 logger = logging.getLogger(__name__)
 
+MAX_TASK_TYPE_LENGTH = 200  # TaskPause.name's max_length
+
+
+def _queue(queue) -> str:
+    """``queue`` if a pause row can hold it; else ``PayloadError``, before the database (a NUL
+    is PostgreSQL's ``DataError``, a surrogate a ``UnicodeEncodeError``, ``5`` becomes ``'5'``).
+    """
+    return check_name(queue, "queue", MAX_QUEUE_LENGTH)
+
+
+def _task_type(name) -> str:
+    return check_name(name, "task type", MAX_TASK_TYPE_LENGTH)
+
 
 def pause(queue: str, *, user=None, now=None) -> bool:
     """Pause ``queue``; return False when it was already paused."""
+    queue = _queue(queue)
     try:
         with transaction.atomic():
             QueuePause.objects.create(
@@ -36,6 +51,7 @@ def pause(queue: str, *, user=None, now=None) -> bool:
 
 def resume(queue: str, *, user=None) -> bool:
     """Resume ``queue``; return False when it was not paused."""
+    queue = _queue(queue)
     deleted, _ = QueuePause.objects.filter(queue=queue).delete()
     if deleted:
         logger.info("queue resumed queue=%s by=%s", queue, getattr(user, "username", "-"))
@@ -96,6 +112,7 @@ def task_type_known(name: str) -> bool:
 
 def pause_task_type(name: str, *, user=None, now=None) -> bool:
     """Pause the task type ``name``; return False when it was already paused."""
+    name = _task_type(name)
     try:
         with transaction.atomic():
             TaskPause.objects.create(
@@ -109,6 +126,7 @@ def pause_task_type(name: str, *, user=None, now=None) -> bool:
 
 def resume_task_type(name: str, *, user=None) -> bool:
     """Resume the task type ``name``; return False when it was not paused."""
+    name = _task_type(name)
     deleted, _ = TaskPause.objects.filter(name=name).delete()
     if deleted:
         logger.info("task type resumed name=%s by=%s", name, getattr(user, "username", "-"))

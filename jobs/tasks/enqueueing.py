@@ -1,9 +1,11 @@
 """Enqueueing: the task rows a call of a task becomes, one at a time or many per statement."""
 
+import contextlib
 import operator
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import cast
 
 from django.core.exceptions import ImproperlyConfigured
@@ -112,7 +114,7 @@ def enqueue_many(
     is validated before anything is written, so one bad call refuses them all, and all the rows
     are written in one transaction (the caller's, if there is one). The options apply to every
     task; an ``idempotency_key`` or a unique key is refused (it names one task: use
-    ``enqueue``). Ids, not rows,
+    ``enqueue``), and so is ``depends_on`` (rows written ``pending`` would not wait). Ids, not rows,
     are returned: building 100,000 model instances would cost more than inserting them.
     ``workflow_id`` and ``workflow_role``: the batch they are members of (``jobs.batch``).
     """
@@ -124,6 +126,11 @@ def enqueue_many(
         raise ValueError("enqueue_many takes no idempotency_key: it names one task.")
     if task.resolved_unique() is not None:
         raise ValueError("enqueue_many takes no unique key or scope: a key names one task.")
+    if task.depends_on:
+        raise ValueError(
+            "enqueue_many takes no depends_on: enqueue each dependent with enqueue(), or make "
+            "them a jobs.batch with an on_success callback."
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number of at least 1, not {batch_size!r}.")
     now = timezone.now()
@@ -177,7 +184,38 @@ def enqueue_many(
     return ids
 
 
+def call_enqueue_hooks(tasks: list[Task]):
+    """Tell the enqueue hooks (``jobs.testing.immediately``) of ``tasks``, just enqueued."""
+    _call_enqueue_hooks(tasks)
+
+
+# The tasks enqueued inside ``hooks_deferred()``, told to the hooks at its end.
+_deferred: ContextVar[list | None] = ContextVar("jobs_enqueue_hooks_deferred", default=None)
+
+
+@contextlib.contextmanager
+def hooks_deferred() -> Iterator[None]:
+    """Hold back the enqueue hooks until the block ends, then tell them of every task it
+    enqueued: a workflow's tasks run (in immediate mode) once the whole workflow is stored, not
+    as each is written, when a batch's first members would complete it alone."""
+    if _deferred.get() is not None or not enqueue_hooks:
+        yield
+        return
+    held: list[Task] = []
+    token = _deferred.set(held)
+    try:
+        yield
+    finally:  # an exception (a rollback) goes on from the yield: nothing of it runs
+        _deferred.reset(token)
+    if held:
+        _call_enqueue_hooks(held)
+
+
 def _call_enqueue_hooks(tasks: list[Task]):
+    held = _deferred.get()
+    if held is not None:
+        held.extend(tasks)
+        return
     for hook in list(enqueue_hooks):
         hook(tasks)
 
@@ -332,6 +370,7 @@ def create_task(
     # Only when someone listens: an on-commit callback per enqueue is not free.
     if signals.task_enqueued.has_listeners(Task):
         signals.send_on_commit(signals.task_enqueued, task)
-    if enqueue_hooks:
+    # A blocked row is no due task: jobs.workflows.waiting calls the hooks once it is decided.
+    if enqueue_hooks and task.status != Status.BLOCKED:
         _call_enqueue_hooks([task])
     return task

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError
 
+from jobs import limits
 from jobs.exceptions import TaskError
 
 # Errors that say "not now" rather than "never": the network, a timeout, the database dropping.
@@ -31,15 +32,26 @@ class Backoff:
     jitter: float = 0.25
 
     def __post_init__(self):
-        if self.base < 0 or self.factor < 1 or self.maximum < 0 or not 0 <= self.jitter < 1:
+        fields = (self.base, self.factor, self.maximum, self.jitter)
+        if (
+            not all(limits.is_number(value) for value in fields)  # NaN, inf, "5", True
+            or not limits.is_seconds(self.base, zero_allowed=True)
+            or not limits.is_seconds(self.maximum, zero_allowed=True)
+            or self.factor < 1
+            or not 0 <= self.jitter < 1
+        ):
             raise ValueError(
-                "Backoff needs base >= 0, factor >= 1, maximum >= 0 and 0 <= jitter < 1; "
-                f"got {self}"
+                "Backoff needs finite numbers: base and maximum seconds from 0 to "
+                f"{limits.MAX_SECONDS:,}, factor >= 1 and 0 <= jitter < 1; got {self}"
             )
 
     def delay(self, attempt: int, random=_random) -> float:
         """Return the seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        raw = min(self.maximum, self.base * self.factor ** max(0, attempt - 1))
+        try:
+            grown = self.base * self.factor ** max(0, attempt - 1)
+        except OverflowError:  # attempt 1,025 of a factor of 2: past any cap (of a base above 0)
+            grown = self.maximum if self.base else 0.0
+        raw = min(self.maximum, grown)
         return raw * (1 - self.jitter * random.random())
 
 

@@ -32,11 +32,13 @@ def chain(*calls, owner=None, summary: str = "", noun=None, verb=None) -> Workfl
     Returns the workflow (``jobs.workflows.progress`` counts its links).
     """
     words = wording(noun, verb)
+    from jobs.tasks.enqueueing import hooks_deferred  # app registry (jobs.backends: a cycle)
+
     links = _calls(calls, "chain")
     if not links:
         raise PayloadError("A chain needs at least one task.")
     using = router.db_for_write(Task)
-    with transaction.atomic(using=using):
+    with hooks_deferred(), transaction.atomic(using=using):
         workflow = _workflow(Workflow.Kind.CHAIN, owner, summary, len(links), words)
         previous = None
         for call in links:
@@ -86,10 +88,11 @@ def batch(
     for role, call in callbacks.items():
         if not isinstance(call, Call):
             raise PayloadError(f"{role} must be a task call (task.s(...)), not {call!r:.80}.")
-    from jobs.tasks.enqueueing import enqueue_many  # app registry (jobs.backends: a cycle)
+    # The app registry (jobs.backends: a cycle).
+    from jobs.tasks.enqueueing import enqueue_many, hooks_deferred
 
     using = router.db_for_write(Task)
-    with transaction.atomic(using=using):
+    with hooks_deferred(), transaction.atomic(using=using):
         workflow = _workflow(Workflow.Kind.BATCH, owner, summary, len(calls), words)
         for role, call in callbacks.items():
             args = (str(workflow.pk), *call.args) if call.receives else call.args
@@ -159,8 +162,10 @@ def retry_workflow(workflow) -> int:
 
 
 def _calls(calls, shape: str) -> list[Call]:
-    if len(calls) == 1 and not isinstance(calls[0], Call) and shape == "chain":
-        calls = calls[0]
+    if shape == "chain" and len(calls) == 1 and not isinstance(calls[0], Call):
+        calls = calls[0]  # chain([a.s(), b.s()]): one list of them
+    if isinstance(calls, Call):  # batch(task.s(1)): one call where a list of them was due
+        raise PayloadError(f"A {shape} takes a list of task calls: [{calls!r:.80}].")
     try:
         calls = list(calls)
     except TypeError:

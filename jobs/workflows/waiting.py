@@ -35,7 +35,12 @@ def create_waiting(task, payload, payload_text, unique, place: Place | None) -> 
     meanwhile either sees this task's dependency, or has committed before it is read here.
     Cycles cannot be made: a task depends only on tasks that existed before it.
     """
-    from jobs.tasks.enqueueing import create_task, row_fields  # a cycle: via jobs.backends
+    from jobs.tasks.enqueueing import (  # a cycle: via jobs.backends
+        call_enqueue_hooks,
+        create_task,
+        enqueue_hooks,
+        row_fields,
+    )
 
     fields = row_fields(task)
     if place is not None:
@@ -79,4 +84,6 @@ def create_waiting(task, payload, payload_text, unique, place: Place | None) -> 
             now = row.created_at
             settling.settle(settling.settle_waiting([row.pk], now=now), now=now)
             row.refresh_from_db()
+    if enqueue_hooks and row.status == Status.PENDING:  # released at once: due like any enqueue
+        call_enqueue_hooks([row])
     return row

@@ -121,3 +121,15 @@ def test_enqueue_many_stores_every_column_as_enqueue_does(count):
         for moment in ("run_after", "expires_at"):  # each call takes its time: a little apart
             later = getattr(task, moment) - task.created_at
             assert abs(later - (getattr(one, moment) - one.created_at)) < timedelta(seconds=1)
+
+
+def test_depends_on_is_refused_not_dropped():
+    # The rows were written pending with no dependency: they ran before the task they waited for.
+    waited_for = add.enqueue(1, 1)
+    with pytest.raises(ValueError, match="depends_on"):
+        add.using(depends_on=[waited_for]).enqueue_many([(1, 2), (3, 4)])
+    with pytest.raises(ValueError, match="depends_on"):
+        jobs.enqueue_many("tests.testapp.tasks.add", [(1, 2)], depends_on=[waited_for.id])
+    assert Task.objects.count() == 1
+    dependent = add.using(depends_on=[waited_for]).enqueue(5, 6)  # one at a time: it waits
+    assert dependent.record.status == Status.BLOCKED

@@ -4,6 +4,7 @@ from django.utils import timezone
 from jobs.execution import executor
 from jobs.models import Task
 from jobs.states import Status
+from jobs.tasks.registry import default_backoff
 from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE
 from tests import helpers
 from tests.factories import TaskFactory
@@ -52,6 +53,24 @@ def test_transient_errors_fail_once_attempts_are_used_up():
     assert task.status == Status.FAILED
     assert task.last_error == "The mail server is unavailable; we will retry."
     assert [e["attempt"] for e in task.error_details] == [1, 2]
+
+
+def test_a_transient_error_past_attempt_1024_is_retried_with_the_capped_backoff():
+    # The default backoff doubles: 2.0 ** 1100 overflowed, and the task, with attempts left,
+    # failed with the generic message of a bug.
+    task = TaskFactory(
+        name="tests.testapp.tasks.always_transient",
+        payload={"args": [], "kwargs": {}},
+        max_attempts=5000,
+        attempts=1100,
+    )
+    before = timezone.now()
+    task = run_next()
+    assert (task.status, task.attempts) == (Status.RETRYING, 1101)
+    assert task.last_error == "The mail server is unavailable; we will retry."
+    backoff = default_backoff()
+    waited = (task.run_after - before).total_seconds()
+    assert backoff.maximum * (1 - backoff.jitter) - 1 < waited < backoff.maximum + 5  # the cap
 
 
 def test_permanent_error_fails_at_once_with_the_user_message_kept_apart():

@@ -9,9 +9,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.exceptions import PayloadError
 from jobs.maintenance import pausing
 from jobs.metrics import waiting
-from jobs.models import Task, TaskPause
+from jobs.models import QueuePause, Task, TaskPause
 from jobs.states import Status
 from jobs.web import health
 from tests import helpers
@@ -125,3 +126,29 @@ def test_health_counts_a_paused_type_as_paused_not_unhealthy():
     assert not verdict.ok
     assert "queue default: oldest waiting task has waited 7200s" in verdict.reason
     assert Task.objects.filter(name=ADD, status=Status.PENDING).count() == 2
+
+
+@pytest.mark.parametrize(
+    ("pause", "resume", "limit"),
+    [
+        (pausing.pause_task_type, pausing.resume_task_type, 200),
+        (pausing.pause, pausing.resume, 100),
+    ],
+)
+@pytest.mark.parametrize(
+    "bad",
+    ["", "a\x00b", "\ud800", None, 5, ["x"]],
+)
+def test_a_name_no_row_can_hold_is_refused_before_the_database(pause, resume, limit, bad):
+    # It was stored as '' or '5' (SQLite took a NUL and 100,000 characters too), or raised the
+    # database's DataError (PostgreSQL) or a UnicodeEncodeError.
+    with pytest.raises(PayloadError, match=r"must|holds"):
+        pause(bad)
+    with pytest.raises(PayloadError, match=r"must|holds"):
+        resume(bad)
+    with pytest.raises(PayloadError, match="over the limit"):
+        pause("x" * (limit + 1))
+    assert not TaskPause.objects.exists()
+    assert not QueuePause.objects.exists()
+    assert pause("x" * limit)
+    assert resume("x" * limit)

@@ -6,6 +6,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+import jobs
 from jobs import signals
 from jobs.backends import TaskResultStatus
 from jobs.models import Task
@@ -21,6 +22,7 @@ from jobs.testing import (
 from jobs.testing.pytest_plugin import InlineWorker
 from tests.factories import TaskFactory, UserFactory
 from tests.testapp import chain_tasks, django_tasks, hostile_tasks, tasks
+from tests.testapp import workflow_tasks as wt
 from tests.testapp.models import SideEffect
 
 pytestmark = pytest.mark.django_db
@@ -383,3 +385,39 @@ def test_the_jobs_worker_fixture_drains(jobs_worker):
 
 def test_the_jobs_immediate_fixture_runs_tasks_at_enqueue(jobs_immediate):
     assert tasks.add.enqueue(3, 3).record.result == 6
+
+
+def test_immediately_runs_a_dependent_whose_dependencies_have_finished():
+    # Stored blocked, then released at the enqueue: the hook saw it blocked and ran nothing, so
+    # it, and every chain link after the first, stayed pending.
+    with immediately():
+        first = wt.double.enqueue(2)
+        after = wt.add_one.using(depends_on=[first]).enqueue(7)
+        workflow = jobs.chain(wt.double.s(3), wt.add_one.s(), wt.double.s())
+    assert (first.record.status, after.record.status) == (Status.SUCCEEDED, Status.SUCCEEDED)
+    assert after.return_value == 8
+    workflow.refresh_from_db()
+    links = Task.objects.filter(workflow=workflow).order_by("created_at", "pk")
+    assert [(link.status, link.result) for link in links] == [
+        (Status.SUCCEEDED, 6), (Status.SUCCEEDED, 7), (Status.SUCCEEDED, 14)
+    ]  # fmt: skip
+    assert workflow.status == "succeeded"
+
+
+def test_immediately_runs_a_batch_callback_its_members_released():
+    # Released by the last member's outcome, not by an enqueue: it stayed pending.
+    with immediately():
+        workflow = jobs.batch(
+            [wt.double.s(1), wt.fail_now.s()],
+            on_success=wt.callback.s("success"),
+            on_failure=wt.callback.s("failure"),
+            on_finish=wt.callback.s("finish"),
+        )
+    workflow.refresh_from_db()
+    roles = dict(Task.objects.filter(workflow=workflow).values_list("workflow_role", "status"))
+    assert (workflow.status, roles["on_failure"], roles["on_finish"]) == (
+        "failed", Status.SUCCEEDED, Status.SUCCEEDED
+    )  # fmt: skip
+    assert roles["on_success"] == Status.CANCELLED
+    assert sorted(SideEffect.objects.values_list("key", flat=True)) == ["failure", "finish"]
+    assert drain().total == 0

@@ -54,7 +54,9 @@ def test_the_defaults_pass(settings):
         ("BACKOFF_MAX", float("inf"), "a finite number"),
         ("BACKOFF_FACTOR", 0.5, "from 1 to 100"),
         ("BACKOFF_FACTOR", float("nan"), "from 1 to 100"),
-        ("BACKOFF_JITTER", 2, "a fraction from 0 to 1"),
+        ("BACKOFF_JITTER", 2, "a fraction from 0 to below 1"),
+        # jobs.Backoff refuses a jitter of 1 (a delay of 0 at random): every retry would fail.
+        ("BACKOFF_JITTER", 1, "a fraction from 0 to below 1"),
         ("CONCURRENCY", 100_000, "at most 256"),
         ("MAX_CONCURRENCY", 0, "at least 1"),
         ("MAX_TASKS_PER_CHILD", 0, "at least 1"),

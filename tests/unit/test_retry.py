@@ -64,3 +64,32 @@ def test_user_messages_never_leak_internal_detail():
     generic = user_message(KeyError("secret_column"), will_retry=False)
     assert "secret_column" not in generic
     assert "try again" in user_message(ConnectionError("10.0.0.3 refused"), True)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"base": float("nan")},
+        {"factor": float("nan")},
+        {"maximum": float("nan")},
+        {"jitter": float("nan")},
+        {"base": float("inf")},
+        {"factor": float("inf")},
+        {"maximum": float("inf")},
+        {"maximum": 365 * 86400 + 1},  # past a year, the bound of JOBS_BACKOFF_MAX
+        {"base": "5"},
+        {"base": True},
+    ],
+)
+def test_non_finite_or_non_number_backoff_is_refused(kwargs):
+    with pytest.raises((ValueError, TypeError), match="Backoff needs"):
+        Backoff(**kwargs)
+
+
+@pytest.mark.parametrize("attempt", [1025, 1100, 100_000, 2**31 - 1])
+def test_delay_of_a_late_attempt_is_the_cap_not_an_overflow(attempt):
+    # max_attempts may be up to 2**31 - 1; 2.0 ** 1100 raised OverflowError, which failed a
+    # task with attempts left as if it were a bug in the task.
+    assert Backoff(jitter=0).delay(attempt) == 3600
+    assert Backoff(base=0, jitter=0).delay(attempt) == 0
+    assert Backoff(factor=1, base=5, jitter=0).delay(attempt) == 5

@@ -136,3 +136,17 @@ def test_a_bad_noun_or_verb_is_refused_with_the_reason(noun, verb, says):
     with pytest.raises(PayloadError) as refused:
         wording(noun, verb)
     assert says in str(refused.value)
+
+
+def test_a_batch_takes_any_iterable_of_calls_and_says_so_of_one_call():
+    # batch(call for ...) and batch(task.s(1)) raised "object of type ... has no len()".
+    from jobs.exceptions import PayloadError
+    from jobs.workflows.api import _calls
+
+    calls = [wt.mark.s(number) for number in range(3)]
+    assert _calls(iter(calls), "batch") == calls
+    assert _calls((call for call in calls), "batch") == calls
+    with pytest.raises(PayloadError, match=r"takes a list of task calls"):
+        _calls(calls[0], "batch")
+    with pytest.raises(PayloadError, match=r"takes task calls"):
+        _calls(5, "batch")
