@@ -111,13 +111,19 @@ def succeed(task: Task, result=None, *, now=None) -> bool:
 
 @dataclass(frozen=True)
 class Success:
-    """A successful attempt waiting to be recorded: which attempt, its result, when it ended."""
+    """A successful attempt waiting to be recorded: which attempt, its result, when it ended.
+
+    ``waited_for``: known to be a workflow's or to have dependents (as claimed), so that,
+    recorded alone, it goes straight to the transaction that settles it. False tells nothing:
+    the statement reads it again.
+    """
 
     task_id: uuid.UUID
     attempts: int
     worker_id: str
     result: object
     finished_at: datetime
+    waited_for: bool = False
 
 
 def succeed_many(successes: list[Success], *, now=None) -> set:
@@ -131,27 +137,57 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     A result the database will not store (a NUL in jsonb, a trigger's refusal: any error but a
     connection fault) fails only its own task, ``failed`` with the reason; the batch is split
     until that task stands alone, and the others are recorded (``jobs.db.record_isolating``).
+
+    A transaction only where one is needed: inside a caller's, none of its own; alone, one for
+    the tasks a workflow or a dependent waits for (the outcome and its settling stand or fall
+    together), none for the others (one statement in autocommit).
     """
     if not successes:
         return set()
 
     now = now or timezone.now()
+    recorded: list = []
+    unstorable: set = set()
+    waited = successes
+    unknown = [success for success in successes if not success.waited_for]
+    if unknown and not connections[_using()].in_atomic_block:
+        # Alone (outside the claim's transaction), the successes of the tasks nothing waits
+        # for are one statement in autocommit: no BEGIN, no COMMIT, no savepoint. The others
+        # (a workflow's, a dependency's), left alone by it, go on with their settling.
+        done, refused = _record_successes(unknown, "succeed_unwaited_attempts", now)
+        recorded += done
+        unstorable |= {id(success) for success in refused}
+        moved = {_as_uuid(row[0]) for row in done}
+        waited = [
+            success
+            for success in successes
+            if id(success) not in unstorable and _as_uuid(success.task_id) not in moved
+        ]
+    if waited:
+        # One transaction: the outcomes, and what waits for them released (jobs.workflows).
+        # Inside a caller's (the claim's) no savepoint of its own: the two stand or fall with
+        # it, and record_isolating keeps a refused row from aborting it.
+        with transaction.atomic(using=_using(), savepoint=False):
+            done, refused = _record_successes(waited, "succeed_attempts", now)
+            _settle(done, now)
+        recorded += done
+        unstorable |= {id(success) for success in refused}
+    applied = [row[0] for row in recorded]
+    return succeeded([success for success in successes if id(success) not in unstorable], applied)
+
+
+def _record_successes(successes: list[Success], statement: str, now) -> tuple[list, list]:
+    """Run ``statement`` of ``jobs.sql`` over ``successes``, failing those whose result the
+    database refuses; return the rows it recorded and the successes it refused."""
 
     def record(part):
-        statement = sql.dialect(_using()).succeed_attempts
-        return _run_rows(statement, states.SUCCEED, success_rows(part), now)
+        run = getattr(sql.dialect(_using()), statement)
+        return _run_rows(run, states.SUCCEED, success_rows(part), now)
 
-    # One transaction: the outcomes, and what waits for them released (jobs.workflows). Inside
-    # a caller's (the claim's) no savepoint of its own: the two stand or fall with it, and
-    # record_isolating keeps a refused row from aborting it.
-    with transaction.atomic(using=_using(), savepoint=False):
-        recorded, refused = record_isolating(successes, record, using=_using())
-        for success, error in refused:
-            fail_unstorable(success, error, now=now)
-        _settle(recorded, now)
-    applied = [row[0] for row in recorded]
-    unstorable = {id(success) for success, _ in refused}
-    return succeeded([success for success in successes if id(success) not in unstorable], applied)
+    recorded, refused = record_isolating(successes, record, using=_using())
+    for success, error in refused:
+        fail_unstorable(success, error, now=now)
+    return recorded, [success for success, _ in refused]
 
 
 def fail_unstorable(success: Success, error: Exception, *, now=None) -> bool:

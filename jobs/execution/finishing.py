@@ -75,7 +75,14 @@ def record_held(held: "list[tuple[Task, Outcome]]"):
         return
     now = timezone.now()
     successes = [
-        transitions.Success(task.pk, task.attempts, task.worker_id, o.result, o.finished_at or now)
+        transitions.Success(
+            task.pk,
+            task.attempts,
+            task.worker_id,
+            o.result,
+            o.finished_at or now,
+            waited_for=task.workflow_id is not None or task.has_dependents,
+        )
         for task, o in held
     ]
     applied = retry_on_database_error(

@@ -293,10 +293,10 @@ SUCCESS = (*ATTEMPT, "jsonb", "timestamptz")  # ... result, finished_at
 
 
 def attempts_update_sql(
-    connection, transition, *, kinds, picks, source, assignments, returning=("id",)
+    connection, transition, *, kinds, picks, source, assignments, returning=("id",), also=""
 ) -> str:
-    """One UPDATE applying ``transition`` to many attempts, guarded row by row; ``RETURNING``
-    the columns ``returning`` (the id first).
+    """One UPDATE applying ``transition`` to many attempts, guarded row by row (and by the
+    condition ``also``, if given); ``RETURNING`` the columns ``returning`` (the id first).
 
     Its rows come as one JSON parameter, an array of arrays of values of ``kinds`` (task id,
     attempts, worker id, then the values ``assignments`` reads as ``v.<name>``); ``picks`` and
@@ -319,6 +319,7 @@ def attempts_update_sql(
         WHERE {table}.id = v.id AND {table}.attempts = v.attempts
             AND {table}.worker_id = v.worker_id
             AND {table}.status IN ({quoted_statuses(transition.sources)})
+            {f"AND {also.format(table=table)}" if also else ""}
         RETURNING {", ".join(f"{table}.{column}" for column in returning)}
     """
 
@@ -360,6 +361,27 @@ def succeed_attempts(connection, transition, rows, *, now, picks, source, to_jso
     sql = attempts_update_sql(
         connection, transition, kinds=SUCCESS, picks=picks, source=source,
         assignments=SUCCEED_ASSIGNMENTS, returning=SUCCEEDED_COLUMNS,
+    )  # fmt: skip
+    params = attempts_params(
+        connection, transition, rows, kinds=SUCCESS, to_json=to_json, params=(), now=now
+    )
+    return sql, params
+
+
+# The tasks nothing waits for: no workflow, no dependent. Their outcome has nothing to settle
+# (jobs.workflows), so it needs no transaction around it. Read by the UPDATE on the row it
+# moves: a dependent enqueued meanwhile holds the row (``create_waiting`` locks it), and the
+# UPDATE, waiting for it, reads ``has_dependents`` as it committed it.
+UNWAITED = "{table}.workflow_id IS NULL AND NOT {table}.has_dependents"
+
+
+def succeed_unwaited_attempts(connection, transition, rows, *, now, picks, source, to_json):
+    """``(sql, params)`` recording the successful attempts, rows of ``SUCCESS``, of the tasks
+    nothing waits for (``UNWAITED``); the statement returns the ids it moved, and leaves the
+    other rows alone. ``picks``, ``source``, ``to_json``: the database's."""
+    sql = attempts_update_sql(
+        connection, transition, kinds=SUCCESS, picks=picks, source=source,
+        assignments=SUCCEED_ASSIGNMENTS, also=UNWAITED,
     )  # fmt: skip
     params = attempts_params(
         connection, transition, rows, kinds=SUCCESS, to_json=to_json, params=(), now=now

@@ -218,6 +218,11 @@ def succeed_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
     return common.succeed_attempts(connection, transition, rows, now=now, **_JSON)
 
 
+def succeed_unwaited_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+    """See ``common.succeed_unwaited_attempts``."""
+    return common.succeed_unwaited_attempts(connection, transition, rows, now=now, **_JSON)
+
+
 def release_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
     """See ``common.release_attempts``."""
     return common.release_attempts(connection, transition, rows, now=now, **_JSON)

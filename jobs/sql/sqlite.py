@@ -172,6 +172,12 @@ def succeed_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
     return common.succeed_attempts(connection, transition, rows, now=now, **options)
 
 
+def succeed_unwaited_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+    """See ``common.succeed_unwaited_attempts``."""
+    options = _with_datetimes(connection)
+    return common.succeed_unwaited_attempts(connection, transition, rows, now=now, **options)
+
+
 def release_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
     """See ``common.release_attempts``."""
     options = _with_datetimes(connection)

@@ -21,8 +21,9 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 # Every name each module of statements defines (see jobs.sql).
 INTERFACE = (
     "NAME", "LISTENS", "ONE_WRITER", "CHECK_LIBRARY", "claim_sql", "claim_params",
-    "claim_tasks", "is_busy", "succeed_attempts", "release_attempts", "inserts", "insert_many",
-    "percentiles_sql", "LAST_EXCEPTION", "planner_rows", "listen_sql",
+    "claim_tasks", "is_busy", "succeed_attempts", "succeed_unwaited_attempts",
+    "release_attempts", "inserts", "insert_many", "percentiles_sql", "LAST_EXCEPTION",
+    "planner_rows", "listen_sql",
 )  # fmt: skip
 
 
@@ -74,14 +75,17 @@ def test_on_postgresql_the_pick_is_a_materialized_cte_that_skips_locked_rows():
     assert "ORDER BY priority DESC, run_after" in claim.split("claimed AS")[-1]
 
 
-@pytest.mark.parametrize("statement", ["succeed_attempts", "release_attempts"])
+@pytest.mark.parametrize(
+    "statement", ["succeed_attempts", "succeed_unwaited_attempts", "release_attempts"]
+)
 def test_outcomes_travel_as_one_json_parameter_and_one_text(dialect_and_connection, statement):
     module, connection = dialect_and_connection
     task_id = uuid.uuid4()
     row = (task_id, 2, "w")
-    if statement == "succeed_attempts":
+    succeeds = statement.startswith("succeed")
+    if succeeds:
         row += ({"answer": 42}, NOW)
-    transition = states.SUCCEED if statement == "succeed_attempts" else states.RELEASE
+    transition = states.SUCCEED if succeeds else states.RELEASE
     one, params = getattr(module, statement)(connection, transition, [row], now=NOW)
     many, _ = getattr(module, statement)(connection, transition, [row] * 50, now=NOW)
     assert one == many  # one statement text whatever the number of rows
@@ -93,6 +97,16 @@ def test_outcomes_travel_as_one_json_parameter_and_one_text(dialect_and_connecti
     assert "RETURNING" in one
     for status in transition.sources:
         assert f"'{status}'" in one
+
+
+def test_a_success_recorded_alone_leaves_the_tasks_something_waits_for(dialect_and_connection):
+    module, connection = dialect_and_connection
+    row = (uuid.uuid4(), 1, "w", None, NOW)
+    alone, _ = module.succeed_unwaited_attempts(connection, states.SUCCEED, [row], now=NOW)
+    waited, _ = module.succeed_attempts(connection, states.SUCCEED, [row], now=NOW)
+    assert ".workflow_id IS NULL AND NOT" in alone
+    assert ".has_dependents" in alone
+    assert "workflow_id IS NULL" not in waited
 
 
 def test_only_sqlite_waits_out_a_busy_database():

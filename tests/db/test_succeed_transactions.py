@@ -1,0 +1,144 @@
+"""How many statements a success recorded alone costs (transitions.succeed_many outside any
+transaction, as ``jobs.execution.finishing.record_held`` calls it), and that a success
+something waits for is still recorded with its settling in one transaction."""
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+import jobs
+from jobs import transitions
+from jobs.models import Task, Workflow
+from jobs.states import Status
+from tests.helpers import claim
+from tests.testapp import workflow_tasks as wt
+from tests.testapp.tasks import add
+
+# No receiver of task_succeeded: its signals read the rows again, statements of their own.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_success_receivers"),
+]
+
+
+def successes(tasks):
+    now = timezone.now()
+    return [transitions.Success(t.pk, t.attempts, t.worker_id, 2, now) for t in tasks]
+
+
+def statements(queries):
+    return [query["sql"].split()[0].upper() for query in queries]
+
+
+class InTransaction:
+    """An execute wrapper noting, for every statement, whether a transaction was open."""
+
+    def __init__(self):
+        self.seen: list[tuple[str, bool]] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        if not sql.upper().startswith("BEGIN"):  # SQLite's, opening the transaction
+            self.seen.append((sql, context["connection"].in_atomic_block))
+        return execute(sql, params, many, context)
+
+
+def test_plain_successes_alone_are_one_statement_without_a_transaction():
+    for n in range(3):
+        add.enqueue(n, 1)
+    running = claim("w", 3, lease_seconds=60)
+    recorder = InTransaction()
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(recorder):
+        applied = transitions.succeed_many(successes(running))
+    assert applied == {t.pk for t in running}
+    # Before: SAVEPOINT, UPDATE, RELEASE SAVEPOINT inside BEGIN ... COMMIT (Django logs the
+    # COMMIT; SQLite's BEGIN too, PostgreSQL's is psycopg's own).
+    assert statements(queries) == ["WITH"]  # the UPDATE, its rows in a CTE
+    assert recorder.seen
+    assert not any(opened for _, opened in recorder.seen)
+    assert set(Task.objects.values_list("status", flat=True)) == {Status.SUCCEEDED}
+
+
+def test_inside_a_transaction_it_opens_none_of_its_own():
+    add.enqueue(1, 1)
+    running = claim("w", 1, lease_seconds=60)
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        transitions.succeed_many(successes(running))
+    # The statement in a savepoint (a refused row must not abort the caller's transaction).
+    assert statements(queries) == ["SAVEPOINT", "WITH", "RELEASE"]
+
+
+def test_a_batchs_last_member_alone_is_recorded_with_its_settling_in_one_transaction():
+    workflow = jobs.batch([wt.double.s(1)], on_finish=wt.callback.si("x", "finish"))
+    running = claim("w", 1, lease_seconds=60)
+    recorder = InTransaction()
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(recorder):
+        transitions.succeed_many(successes(running))
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.State.SUCCEEDED
+    callback = Task.objects.get(workflow=workflow, workflow_role="on_finish")
+    assert callback.status == Status.PENDING
+    # The first statement, in autocommit, leaves the member alone (a workflow's); the member's
+    # UPDATE and every settling statement after it run in one transaction.
+    first, *rest = recorder.seen
+    assert not first[1]
+    assert "workflow_id IS NULL" in first[0]
+    assert rest
+    assert all(opened for _, opened in rest)
+    assert statements(queries)[-1] == "COMMIT"  # one, closing the member and its settling
+    assert statements(queries).count("COMMIT") == 1
+
+
+def test_settling_that_fails_leaves_the_outcome_unwritten():
+    """The outcome and its settling stand or fall together: a fault in the settling (here the
+    workflow's lock refused) rolls the member's success back; it stays running, to be rescued."""
+    workflow = jobs.batch([wt.double.s(1)], on_finish=wt.callback.si("x", "finish"))
+    (member,) = claim("w", 1, lease_seconds=60)
+
+    def refuse_the_lock(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith('UPDATE "JOBS_WORKFLOW"'):
+            raise DatabaseError("refused by the test")
+        return execute(sql, params, many, context)
+
+    with pytest.raises(DatabaseError), connection.execute_wrapper(refuse_the_lock):
+        transitions.succeed_many(successes([member]))
+    member.refresh_from_db()
+    assert member.status == Status.RUNNING
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.RUNNING
+    assert Task.objects.get(workflow=workflow, workflow_role="on_finish").status == Status.BLOCKED
+
+
+def test_a_dependent_enqueued_while_its_dependency_ran_is_released_by_its_success_alone():
+    """``has_dependents`` set after the claim: the autocommit statement, reading the row it
+    moves, leaves the dependency to the transaction that settles it."""
+    add.enqueue(1, 1)
+    (dependency,) = claim("w", 1, lease_seconds=60)
+    dependent = add.using(depends_on=[dependency.pk]).enqueue(2, 2)
+    assert Task.objects.get(pk=dependent.id).status == Status.BLOCKED
+    transitions.succeed_many(successes([dependency]))
+    assert Task.objects.get(pk=dependency.pk).status == Status.SUCCEEDED
+    assert Task.objects.get(pk=dependent.id).status == Status.PENDING
+
+
+def test_a_mix_records_every_success():
+    add.enqueue(1, 1)
+    jobs.batch([wt.double.s(1)], on_finish=wt.callback.si("x", "finish"))
+    running = claim("w", 2, lease_seconds=60)
+    assert len(running) == 2
+    applied = transitions.succeed_many(successes(running))
+    assert applied == {t.pk for t in running}
+    assert Task.objects.filter(status=Status.PENDING, workflow_role="on_finish").count() == 1
+
+
+def test_a_success_known_to_be_waited_for_goes_straight_to_its_transaction():
+    """``record_held`` knows a workflow's member from its row: no autocommit statement first."""
+    jobs.batch([wt.double.s(1)], on_finish=wt.callback.si("x", "finish"))
+    (member,) = claim("w", 1, lease_seconds=60)
+    success = transitions.Success(
+        member.pk, member.attempts, member.worker_id, 2, timezone.now(), waited_for=True
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert transitions.succeed_many([success]) == {member.pk}
+    assert "workflow_id IS NULL" not in queries[0]["sql"] + queries[1]["sql"]
+    assert statements(queries)[:3] == ["BEGIN", "SAVEPOINT", "WITH"]
+    assert Task.objects.get(workflow_role="on_finish").status == Status.PENDING
