@@ -36,35 +36,49 @@ def _apply(transition: states.Transition, queryset, values: dict, now) -> int:
 
 
 def _apply_many(transition: states.Transition, queryset, values: dict, now, *, moved_rows=None):
-    """Like ``_apply``, then send the signals of every row that moved (if anyone listens).
+    """Like ``_apply``; return how many rows moved (``_move_many``)."""
+    return len(_move_many(transition, queryset, values, now, moved_rows=moved_rows))
+
+
+def _move_many(transition: states.Transition, queryset, values: dict, now, *, moved_rows=None):
+    """Like ``_apply``, then send the signals of every row that moved (if anyone listens);
+    return the ids of the rows it moved, as its UPDATE returns them (never found again by a
+    column it set: another process may have set it too, at the same instant).
 
     A row moved to a final status settles what waits for it (``jobs.workflows``) in the same
     transaction; or, given a list ``moved_rows``, adds its workflow columns there for the
     caller to settle (``jobs.workflows.settling`` walks a cascade as a loop, not a recursion).
     """
     ids = list(queryset.filter(status__in=sorted(transition.sources)).values_list("pk", flat=True))
-    if not ids:
-        return 0
-    moved = 0
+    moved: list = []
     final = transition.target in states.TERMINAL
     for start in range(0, len(ids), 5000):  # SQLite caps the parameters of one statement
         chunk = ids[start : start + 5000]
         if final:
             with transaction.atomic(using=_using()):
-                moved += _apply(transition, Task.objects.filter(pk__in=chunk), values, now)
-                rows = _participants(
-                    Task.objects.filter(pk__in=chunk, status=transition.target, updated_at=now)
-                )
+                these = _update_returning(transition, chunk, values, now)
+                rows = _participants(Task.objects.filter(pk__in=these))
                 if moved_rows is None:
                     _settle(rows, now)
                 else:
                     moved_rows.extend(rows)
         else:
-            moved += _apply(transition, Task.objects.filter(pk__in=chunk), values, now)
-        if signals.has_listeners(transition.target):
-            for task in Task.objects.filter(pk__in=chunk, status=transition.target, updated_at=now):
+            these = _update_returning(transition, chunk, values, now)
+        moved += these
+        if these and signals.has_listeners(transition.target):
+            for task in Task.objects.filter(pk__in=these):
                 signals.send_status(task)
     return moved
+
+
+def _update_returning(transition: states.Transition, ids, values: dict, now) -> list:
+    """Move the rows ``ids`` that are in an allowed source status; return the ids it moved."""
+    rows = Task.objects.filter(pk__in=ids, status__in=sorted(transition.sources))
+    values = {"status": transition.target, "updated_at": now, **values}
+    statement, params = sql.common.update_returning_ids(rows, values, using=_using())
+    with connections[_using()].cursor() as cursor:
+        cursor.execute(statement, params)
+        return [_as_uuid(row[0]) for row in cursor.fetchall()]
 
 
 def _apply_to_attempt(transition, task: Task, values: dict, now, *, send=True) -> bool:
@@ -449,13 +463,12 @@ def requeue_many(queryset, *, now=None) -> int:
         "unique_while": None,
     }
     with transaction.atomic(using=_using()):
-        moved = _apply_many(states.REQUEUE, queryset, values, now)
-        if moved:  # a workflow with a member to run again is not finished
-            requeued = Task.objects.filter(
-                status=states.REQUEUE.target, updated_at=now, workflow__isnull=False
-            )
-            reopen_workflows(requeued.values("workflow_id"), now=now)
-    return moved
+        moved = _move_many(states.REQUEUE, queryset, values, now)
+        # A workflow with a member to run again is not finished.
+        for start in range(0, len(moved), 5000):  # SQLite caps the parameters of one statement
+            requeued = Task.objects.filter(pk__in=moved[start : start + 5000])
+            reopen_workflows(requeued.filter(workflow__isnull=False).values("workflow_id"), now=now)
+    return len(moved)
 
 
 def requeue(task: Task, *, now=None) -> bool:

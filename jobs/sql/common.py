@@ -22,6 +22,32 @@ def quoted_statuses(statuses) -> str:
     return ", ".join(f"'{status}'" for status in sorted(statuses))
 
 
+# Status changes of many rows -----------------------------------------------------------------
+
+
+def update_returning_ids(queryset, values: dict, *, using: str) -> tuple[str, list]:
+    """``(sql, params)``: the UPDATE ``queryset.update(**values)`` runs, ``RETURNING`` the ids
+    of the rows it moved (PostgreSQL; SQLite from 3.35, which ``jobs.checks`` requires).
+
+    The rows an UPDATE moved, as it moved them: found again afterwards by a column it set
+    (``updated_at = now``), they would include another process's rows stamped at the same
+    instant. ``queryset`` filters its own table only (no join), as ``jobs.transitions`` builds it.
+
+    A shortcut into Django's internals (``UpdateQuery``, its compiler's ``as_sql``), as
+    ``QuerySet.update`` builds its statement, so every value (an expression, a user, None) is
+    written as Django writes it; guarded by tests/db/test_django_shortcuts.py.
+    """
+    from django.db import connections
+    from django.db.models.sql import UpdateQuery
+
+    query = queryset.query.chain(UpdateQuery)
+    query.add_update_values(values)
+    statement, params = query.get_compiler(using).as_sql()
+    connection = connections[using]
+    column = connection.ops.quote_name(Task._meta.pk.column)
+    return f"{statement} RETURNING {task_table(connection)}.{column}", list(params)
+
+
 # Claiming -------------------------------------------------------------------------------------
 
 

@@ -340,3 +340,29 @@ def test_the_claim_is_prepared_without_a_threshold_where_the_session_is_kept(
             "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'UPDATE%%'"
         )
         assert cursor.fetchone()[0] == 0
+
+
+def test_the_update_returning_ids_is_djangos_update_with_a_returning_clause():
+    """``update_returning_ids`` compiles ``QuerySet.update``'s statement (``UpdateQuery``): the
+    same text and parameters Django runs, then ``RETURNING`` the id; run, it returns the ids."""
+    from jobs import states, transitions
+    from jobs.sql.common import update_returning_ids
+
+    task = TaskFactory(failed=True)
+    rows = Task.objects.filter(pk__in=[task.pk], status__in=["failed"])
+    values = {"status": "failed", "last_error": "100% it's", "owner": UserFactory()}
+    statement, params = update_returning_ids(rows, values, using="default")
+    ran = []
+
+    def note(execute, sql, params, many, context):
+        ran.append((sql, list(params)))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(note):
+        rows.update(**values)
+    head, _, returning = statement.partition(" RETURNING ")
+    quote = connection.ops.quote_name
+    assert returning == f"{quote('jobs_task')}.{quote('id')}"
+    assert ran == [(head, params)]
+    moved = transitions._update_returning(states.REQUEUE, [task.pk], {}, timezone.now())
+    assert moved == [task.pk]

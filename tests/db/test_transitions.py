@@ -221,3 +221,30 @@ def test_nothing_outside_transitions_and_claiming_writes_status():
     for name in statements:
         for module in ("postgresql.py", "sqlite.py"):
             assert f"def {name}(" in (sql_home / module).read_text(), (name, module)
+
+
+def test_requeue_reopens_only_the_workflows_of_the_rows_it_moved():
+    """Another process's row stamped at the same instant (a finished batch's callback released
+    at ``now``) is not taken for one this requeue moved: its batch stays finished."""
+    from jobs.models import Workflow
+    from tests.factories import WorkflowFactory
+
+    now = timezone.now()
+    retried = WorkflowFactory(failed=True, members=["failed"])
+    done = WorkflowFactory(succeeded=True, members=["succeeded"])
+    callback = TaskFactory(workflow=done, workflow_role="on_finish", status=Status.PENDING)
+    Task.objects.filter(pk=callback.pk).update(updated_at=now)
+    (member,) = retried.tasks.all()
+    assert transitions.requeue_many(Task.objects.filter(pk=member.pk), now=now) == 1
+    assert Workflow.objects.get(pk=retried.pk).status == Workflow.State.RUNNING
+    assert Workflow.objects.get(pk=done.pk).status == Workflow.State.SUCCEEDED
+
+
+def test_a_status_change_of_many_rows_returns_the_ids_its_update_moved():
+    """``jobs.sql.common.update_returning_ids`` (Django's UPDATE, with RETURNING) on this
+    database: the ids of the rows moved, none other, whatever the values' kinds."""
+    failed = TaskFactory.create_batch(3, failed=True)
+    TaskFactory(succeeded=True)
+    queryset = Task.objects.filter(pk__in=[t.pk for t in failed[:2]])
+    assert transitions.requeue_many(queryset) == 2
+    assert set(Task.objects.pending().values_list("pk", flat=True)) == {t.pk for t in failed[:2]}
