@@ -1,37 +1,31 @@
 """The task status, as JSON for the owner's page, and the owner's retry and cancel actions.
 
-A task is shown only to its owner and to users holding the task model's ``view_task``
-permission; retrying or cancelling someone else's task also needs ``retry_task`` or
-``cancel_task`` (the permissions the admin's actions use). ``is_staff`` alone grants nothing.
-Everyone else (another user, an anonymous visitor) gets the same 404 as for an id that does not
-exist or is not a UUID, so the answer never reveals that a task exists. Nothing here shows
-developer detail: the user's message is ``last_error``; tracebacks stay in ``error_details``.
+Who may see and act, the answers and the headers are ``jobs.web.owned``'s, shared with a
+workflow's status: a task is shown only to its owner and to users holding ``view_task``; acting
+on another's also needs ``retry_task`` or ``cancel_task``; anyone else gets a 404. Nothing here
+shows developer detail: the user's message is ``last_error``; tracebacks stay in
+``error_details``.
 """
 
-import functools
 import re
-import uuid
 
-from django.contrib import messages
-from django.contrib.auth.models import AnonymousUser
-from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.cache import never_cache
-from django.views.decorators.csrf import csrf_protect
-from django.views.decorators.http import require_GET, require_POST
 
 from jobs import transitions
 from jobs.humanize import moment_text, remaining_text, seconds_text, waiting_text
 from jobs.metrics import waiting as waiting_reasons
 from jobs.models import Task
 from jobs.states import CANCELLABLE, TERMINAL, WITH_ERROR, Status
+from jobs.web import owned
+from jobs.web.owned import (  # noqa: F401 - the names projects import from here
+    CANCEL_PERMISSION,
+    RETRY_PERMISSION,
+    VIEW_PERMISSION,
+    anonymous_without_auth_middleware,
+)
 
-VIEW_PERMISSION = "jobs.view_task"
-# The admin's actions check the same ones (TaskAdmin.has_retry_permission, has_cancel_permission).
-RETRY_PERMISSION = "jobs.retry_task"
-CANCEL_PERMISSION = "jobs.cancel_task"
+NOT_FOUND = "No such task."
 
 
 # A scheme as a browser reads one, once it has dropped the spaces around the URL.
@@ -60,17 +54,10 @@ def safe_link(url) -> str | None:
 
 def visible_task(user, task_id) -> Task:
     """Return the task ``task_id`` if ``user`` may see it; raise Http404 otherwise."""
-    if not getattr(user, "is_authenticated", False):
-        raise Http404("No such task.")
-    try:
-        pk = uuid.UUID(str(task_id))
-    except ValueError:
-        raise Http404("No such task.") from None
-    tasks = Task.objects.all() if user.has_perm(VIEW_PERMISSION) else Task.objects.owned_by(user)
-    task = tasks.filter(pk=pk).first()
-    if task is None:
-        raise Http404("No such task.")
-    return task
+    return owned.visible(
+        user, task_id, rows=Task.objects.all(), owned=lambda rows, u: rows.owned_by(u),
+        not_found=NOT_FOUND,
+    )  # fmt: skip
 
 
 def _failed_for_good(task: Task) -> bool:
@@ -82,7 +69,7 @@ def may_retry(task: Task, user) -> bool:
     """Tell whether ``user`` may put the failed ``task`` back in the queue."""
     return (
         task.status == Status.FAILED
-        and _may_act(task, user, RETRY_PERMISSION)
+        and owned.may_act(task, user, RETRY_PERMISSION)
         and not _failed_for_good(task)
     )
 
@@ -92,16 +79,7 @@ def may_cancel(task: Task, user) -> bool:
     return (
         task.status in CANCELLABLE
         and task.cancel_requested_at is None
-        and _may_act(task, user, CANCEL_PERMISSION)
-    )
-
-
-def _may_act(task: Task, user, permission: str) -> bool:
-    if not getattr(user, "is_authenticated", False):
-        return False
-    # Acting on another's task also needs reading it, as in the admin (no changelist without it).
-    return task.owner_id == user.pk or (
-        user.has_perm(VIEW_PERMISSION) and user.has_perm(permission)
+        and owned.may_act(task, user, CANCEL_PERMISSION)
     )
 
 
@@ -246,73 +224,33 @@ def describe(task: Task, user, *, now=None) -> dict:
     }
 
 
-def anonymous_without_auth_middleware(view):
-    """Treat visitors as anonymous where no middleware sets ``request.user`` (no sessions)."""
-
-    @functools.wraps(view)
-    def wrapped(request, *args, **kwargs):
-        if not hasattr(request, "user"):
-            request.user = AnonymousUser()
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
-def _not_found():
-    return JsonResponse({"error": "No such task."}, status=404)
-
-
-@never_cache
-@require_GET
-@anonymous_without_auth_middleware
+@owned.polled
 def task_status(request, task_id):
     """Return the task's status as JSON, to its owner or a viewer; 404 to anyone else."""
-    try:
-        task = visible_task(request.user, task_id)
-    except Http404:
-        return _not_found()
-    return JsonResponse(describe(task, request.user))
+    return owned.status_response(
+        request, task_id, find=visible_task, describe=describe, missing=NOT_FOUND
+    )
 
 
-@never_cache
-@csrf_protect
-@require_POST
-@anonymous_without_auth_middleware
+@owned.acted
 def task_action(request, task_id):
     """Retry a failed task, or cancel a waiting or running one (``action=retry|cancel``).
 
     Answers JSON (the new status, 409 when the action does not apply); a plain form post with a
     safe ``next`` URL is redirected there instead, so the buttons work without JavaScript.
     """
-    try:
-        task = visible_task(request.user, task_id)
-    except Http404:
-        return _not_found()
-    action = request.POST.get("action", "")
-    needed = {"retry": RETRY_PERMISSION, "cancel": CANCEL_PERMISSION}.get(action)
-    if needed and not _may_act(task, request.user, needed):
-        # A viewer who may read the task but not act on it: it exists, so say no plainly.
-        return JsonResponse({"error": f"You may not {action} this task."}, status=403)
-    if action == "retry" and may_retry(task, request.user):
-        transitions.requeue(task)
-        ok, text = task.status == Status.PENDING, "Queued again."
-    elif action == "cancel" and may_cancel(task, request.user):
-        outcome = transitions.cancel(task, by=request.user)
-        ok = outcome is not transitions.CancelOutcome.REFUSED
-        text = "Cancelled." if outcome is transitions.CancelOutcome.CANCELLED else "Cancelling…"
-    elif action in ("retry", "cancel"):
-        verb = "retried" if action == "retry" else "cancelled"  # not a status: a verb
-        ok, text = False, f"This task cannot be {verb}."
-    else:
-        return JsonResponse({"error": "Unknown action: use retry or cancel."}, status=400)
+    return owned.action_response(
+        request, task_id, find=visible_task, describe=describe, act=_act, noun="task",
+        missing=NOT_FOUND,
+    )  # fmt: skip
 
-    next_url = request.POST.get("next", "")
-    if next_url and url_has_allowed_host_and_scheme(
-        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        messages.add_message(
-            request, messages.SUCCESS if ok else messages.ERROR, text, fail_silently=True
-        )
-        return HttpResponseRedirect(next_url)
-    body = {**describe(task, request.user), "action_message": text}
-    return JsonResponse(body, status=200 if ok else 409)
+
+def _act(task: Task, user, action: str) -> tuple[bool, str]:
+    if action == "retry" and may_retry(task, user):
+        transitions.requeue(task)
+        return task.status == Status.PENDING, "Queued again."
+    if action == "cancel" and may_cancel(task, user):
+        outcome = transitions.cancel(task, by=user)
+        ok = outcome is not transitions.CancelOutcome.REFUSED
+        return ok, "Cancelled." if outcome is transitions.CancelOutcome.CANCELLED else "Cancelling…"
+    return owned.refused(action, "task")

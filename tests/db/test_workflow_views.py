@@ -319,3 +319,41 @@ def test_the_template_tag_offers_another_users_buttons_only_with_permissions(own
         Context({"workflow": workflow, "request": request})
     )
     assert " hidden>Cancel</button>" not in html
+
+
+@pytest.mark.parametrize("kind", ["task", "workflow"])
+def test_both_status_views_answer_alike_through_one_helper(client, owner, kind):
+    """The task's and the workflow's views are jobs.web.owned's: the same headers for a polled
+    page, the same refusals, in the same order, each naming its own kind of row."""
+    row = (
+        TaskFactory(owner=owner, succeeded=True)
+        if kind == "task"
+        else WorkflowFactory(owner=owner, succeeded=True, members=["succeeded"])
+    )
+    status = reverse(f"jobs:{kind}-status", args=[row.pk])
+    action = reverse(f"jobs:{kind}-action", args=[row.pk])
+    other = UserFactory(username="other")
+    viewer = staff("view_task", username="viewer")
+    missing = {"error": f"No such {kind}."}
+
+    client.force_login(owner)
+    answer = client.get(status)
+    assert answer.status_code == 200
+    assert "no-cache" in answer["Cache-Control"]
+    assert "no-store" in answer["Cache-Control"]
+    assert client.post(status).status_code == 405
+    assert client.get(action).status_code == 405
+    assert client.post(action, {"action": "explode"}).status_code == 400
+    refused = client.post(action, {"action": "cancel"})
+    assert refused.status_code == 409
+    assert refused.json()["action_message"] == f"This {kind} cannot be cancelled."
+    client.force_login(other)
+    assert client.get(status).json() == missing
+    assert client.post(action, {"action": "cancel"}).status_code == 404
+    client.force_login(viewer)
+    assert client.get(status).status_code == 200
+    forbidden = client.post(action, {"action": "cancel"})
+    assert forbidden.status_code == 403
+    assert forbidden.json() == {"error": f"You may not cancel this {kind}."}
+    client.logout()
+    assert client.get(status).status_code == 404
