@@ -42,3 +42,13 @@ def callback(batch_id, key):
     """A batch's callback: one SideEffect row per run, keyed by ``key``."""
     SideEffect.objects.create(key=key)
     return batch_id
+
+
+@task
+def callback_raises(batch_id, key, kind):
+    """A batch's callback that records its run, then raises a ``BaseException`` from its body:
+    ``SystemExit`` (``kind="exit"``) or ``KeyboardInterrupt`` (``kind="ctrl-c"``)."""
+    SideEffect.objects.create(key=key)
+    if kind == "exit":
+        raise SystemExit(3)
+    raise KeyboardInterrupt("pressed by the callback itself")
