@@ -44,7 +44,7 @@ def update_returning_ids(queryset, values: dict, *, using: str) -> tuple[str, li
     query.add_update_values(values)
     statement, params = query.get_compiler(using).as_sql()
     connection = connections[using]
-    column = connection.ops.quote_name(Task._meta.pk.column)
+    column = connection.ops.quote_name("id")  # Task's primary key
     return f"{statement} RETURNING {task_table(connection)}.{column}", list(params)
 
 

@@ -222,3 +222,26 @@ def test_a_success_recorded_by_the_child_fails_alone_when_refused(refuse_success
     # The transaction is still usable (a savepoint took the refusal on PostgreSQL).
     assert executor.record(good, executor.Outcome(executor.SUCCEEDED, result=1)) is True
     assert_succeeded([good], [1])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_succeed_many_alone_fails_only_the_refused_success_of_either_statement(refuse_success):
+    """Outside a transaction (``record_held``): a refused row among those nothing waits for,
+    and one among a workflow's, each fail alone; the others are recorded, the batch settled."""
+    import jobs
+    from jobs.models import Workflow
+    from tests.helpers import claim
+    from tests.testapp import workflow_tasks as wt
+
+    plain = running_tasks(3)
+    workflow = jobs.batch([wt.double.s(1), wt.double.s(2)], on_finish=wt.callback.s("finish"))
+    members = claim("w", 2, lease_seconds=60)
+    refuse_success([plain[1].pk, members[0].pk])
+    batch = [success(task, "r") for task in [*plain, *members]]
+    applied = transitions.succeed_many(batch)
+    assert applied == {plain[0].pk, plain[2].pk, members[1].pk}
+    assert_succeeded([plain[0], plain[2], members[1]], ["r"] * 3)
+    for task in (plain[1], members[0]):
+        assert_failed_as_unstorable(task, "this test refuses the success")
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.State.FAILED
+    assert Task.objects.get(workflow=workflow, workflow_role="on_finish").status == "pending"
