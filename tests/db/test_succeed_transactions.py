@@ -142,3 +142,60 @@ def test_a_success_known_to_be_waited_for_goes_straight_to_its_transaction():
     assert "workflow_id IS NULL" not in queries[0]["sql"] + queries[1]["sql"]
     assert statements(queries)[:3] == ["BEGIN", "SAVEPOINT", "WITH"]
     assert Task.objects.get(workflow_role="on_finish").status == Status.PENDING
+
+
+def test_a_dependent_enqueued_during_the_autocommit_statement_is_still_released(postgres_only):
+    """PostgreSQL, two connections: the dependent's enqueue holds its dependency's row (not yet
+    committed) when the success is written alone. The autocommit UPDATE waits for the row, then
+    reads it as committed (``has_dependents``), leaves it, and the transaction that settles it
+    records it: the dependent is released, not left blocked."""
+    import threading
+
+    from tests.conftest import wait_for
+
+    add.enqueue(1, 1)
+    (dependency,) = claim("w", 1, lease_seconds=60)
+    enqueued, go = threading.Event(), threading.Event()
+    errors: list = []
+    made: list = []
+
+    def enqueue_dependent():
+        try:
+            with transaction.atomic():
+                made.append(add.using(depends_on=[dependency.pk]).enqueue(2, 2).id)
+                enqueued.set()
+                assert go.wait(20)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def record():
+        try:
+            transitions.succeed_many(successes([dependency]))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    enqueuer = threading.Thread(target=enqueue_dependent)
+    enqueuer.start()
+    assert enqueued.wait(20)
+    recorder = threading.Thread(target=record)
+    recorder.start()
+
+    def recorder_waits_for_the_row():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+            return cursor.fetchone()[0] > 0
+
+    wait_for(recorder_waits_for_the_row, timeout=20, message="the success to wait for the row")
+    go.set()
+    enqueuer.join(30)
+    recorder.join(30)
+    assert not errors, errors
+    assert Task.objects.get(pk=dependency.pk).status == Status.SUCCEEDED
+    assert Task.objects.get(pk=made[0]).status == Status.PENDING
