@@ -41,8 +41,9 @@ SAMPLE = """
 # The statements of jobs a fleet runs, by a piece of their text (the first that matches).
 STATEMENTS = [
     ("claim", re.compile(r"^\s*WITH RECURSIVE\s+heads\b", re.S)),
-    ("succeed_attempts", re.compile(r"jsonb_array_elements.*'succeeded'", re.S)),
-    ("release_attempts", re.compile(r"jsonb_array_elements", re.S)),
+    # Many outcomes in one statement (``succeed_attempts``, ``release_attempts``): their text
+    # is cut at ``track_activity_query_size`` (1 kB) within the rows, before the status set.
+    ("outcome write", re.compile(r"^\s*WITH v\(id, attempts\b|jsonb_array_elements", re.S)),
     ("lease renewal", re.compile(r'UPDATE "jobs_task" SET "lease_expires_at"', re.S)),
     ("worker heartbeat", re.compile(r'UPDATE "jobs_worker"', re.S)),
     ("maintenance lock", re.compile(r'"jobs_maintenancelock"', re.S)),
@@ -67,7 +68,7 @@ def kind(query: str | None) -> str:
     a worker may do in its claim's transaction, before the claim: ``claim_and_record``); else
     ``other``."""
     name = statement(query)
-    return name if name == "claim" else "outcome" if name.endswith("_attempts") else "other"
+    return name if name == "claim" else "outcome" if name == "outcome write" else "other"
 
 
 def sample(url: str, application_name: str, interval: float, out: Path) -> None:
