@@ -8,12 +8,16 @@ and then:
 
 - **drain**: ``--tasks`` no-op tasks enqueued at once (one statement, one NOTIFY) are drained;
   throughput is tasks over the span from the first start to the last finish, and its share of
-  the best size's. Meanwhile the database is sampled every 20 ms: the fleet's connections
-  (``pg_stat_activity`` by ``application_name``), its backends waiting on a lock
-  (``wait_event_type = 'Lock'``) and the locks not granted (``pg_locks``).
+  the best size's. Meanwhile the fleet's connections are counted every 20 ms
+  (``pg_stat_activity`` by ``application_name``).
 - **trickle**: ``--trickle`` tasks enqueued one at a time, 25 ms apart, each announced by its
   own NOTIFY to the whole idle fleet; the workers' claims are counted from their log (the claim
   thread's ``claimed count=N`` lines), and the claims that took nothing, per task, are reported.
+
+Through the drain and the trickle, a process of its own (``benchmarks/lock_waits.py``) samples
+every 10 ms the fleet's backends waiting on a lock, with the statements blocking them; the waits
+are reported by kind (a claim waiting, an outcome write, another statement), lock and blocking
+statement.
 
 ``--workers-from`` runs the workers of another checkout (its ``manage.py`` and ``jobs``) against
 the same database: the figures before and after a change, measured in the same run. The
@@ -30,11 +34,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import lock_waits  # noqa: E402
 from benchmarks.workers import empty, setup_django, stop_workers, wait_for  # noqa: E402
 
 APP_NAME = "jobs-fleet-bench"
@@ -85,16 +91,12 @@ def claims(log_dir: Path, count: int) -> tuple[int, int]:
 
 
 class Sampler(threading.Thread):
-    """The fleet's connections and lock waits, sampled from a connection of the benchmark's."""
+    """The fleet's connections, counted from a connection of the benchmark's."""
 
     def __init__(self):
         super().__init__(daemon=True)
         self.done = threading.Event()
         self.connections: list[int] = []
-        self.lock_waits = 0  # samples in which some backend of the fleet waited on a lock
-        self.not_granted = 0  # samples in which pg_locks showed a lock not granted
-        self.samples = 0
-        self.waiting_queries: set[str] = set()  # lock (wait_event) and statement of each wait
 
     def run(self):
         from django.db import connection
@@ -103,25 +105,27 @@ class Sampler(threading.Thread):
             with connection.cursor() as cursor:
                 while not self.done.wait(0.02):
                     cursor.execute(
-                        "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock'), "
-                        "array_agg(wait_event || ': ' || left(ltrim(query), 40)) "
-                        "FILTER (WHERE wait_event_type = 'Lock') "
-                        "FROM pg_stat_activity WHERE application_name = %s",
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
                         [APP_NAME],
                     )
-                    held, waiting, queries = cursor.fetchone()
-                    self.waiting_queries.update(queries or ())
-                    # This database's locks only: the server may serve others meanwhile.
-                    cursor.execute(
-                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND database = "
-                        "(SELECT oid FROM pg_database WHERE datname = current_database())"
-                    )
-                    self.connections.append(held)
-                    self.lock_waits += waiting > 0
-                    self.not_granted += cursor.fetchone()[0] > 0
-                    self.samples += 1
+                    self.connections.append(cursor.fetchone()[0])
         finally:
             connection.close()
+
+
+def start_lock_sampler(out: Path) -> subprocess.Popen:
+    """``benchmarks/lock_waits.py`` in a process of its own, sampling into ``out``."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "lock_waits.py")]
+    command += ["--database", os.environ["DATABASE_URL"], "--application-name", APP_NAME]
+    process = subprocess.Popen([*command, "--out", str(out)])
+    wait_for(lambda: out.exists(), 30, "the lock sampler", step=0.02)
+    return process
+
+
+def stop_lock_sampler(process: subprocess.Popen, out: Path) -> dict:
+    process.terminate()
+    process.wait(30)
+    return lock_waits.summarize(out)
 
 
 def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout: Path) -> dict:
@@ -135,11 +139,14 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
         log_dir = Path(tmp)
         processes = start_fleet(size, concurrency=concurrency, checkout=checkout, log_dir=log_dir)
         sampler = Sampler()
+        locks_out = log_dir / "lock-waits.jsonl"
+        lock_sampler = None
         try:
             wait_for(lambda: Worker.objects.filter(stopped_at=None).count() >= size, 120, "fleet")
             time.sleep(1.0)  # past the first claims and heartbeats: idle, listening
             idle_connections = _connections()
             sampler.start()
+            lock_sampler = start_lock_sampler(locks_out)
             noop.enqueue_many([(n,) for n in range(tasks)])
             wait_for(lambda: _finished() >= tasks, 600, "the drain", step=0.02)
             sampler.done.set()
@@ -156,17 +163,19 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
             wait_for(lambda: _finished() >= tasks + trickle, 120, "the trickle", step=0.02)
             time.sleep(0.3)  # the last claims' lines
             total, empty_claims = claims(log_dir, size)
+            waits = stop_lock_sampler(lock_sampler, locks_out)
+            lock_sampler = None
         finally:
             sampler.done.set()
+            if lock_sampler is not None:
+                lock_sampler.kill()
             stop_workers(processes)
     return {
         "rate": tasks / seconds,
         "connections": max(sampler.connections or [0]),
         "idle_connections": idle_connections,
-        "lock_samples": sampler.lock_waits,
-        "not_granted_samples": sampler.not_granted,
-        "samples": sampler.samples,
-        "waiting_queries": sorted(sampler.waiting_queries),
+        "lock_samples": waits["samples"],
+        "lock_waits": waits["waits"],
         "empty_per_task": (empty_claims - before_empty) / trickle,
         "claims_per_task": (total - before_total) / trickle,
     }
@@ -215,19 +224,32 @@ def main():
     print(f"\nworkers from {args.workers_from}, --concurrency {args.concurrency}, "
           f"{args.tasks} no-op tasks, {args.runs} run(s), {os.cpu_count()} cores\n")  # fmt: skip
     print("| workers | tasks/s (min..max) | % of best | connections (idle) | "
-          "lock-wait samples | empty claims per task |")  # fmt: skip
+          "lock waits: claims, outcomes, others (samples) | empty claims per task |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|")
+    every: Counter = Counter()  # (size, kind, lock, waiting, blocking) -> waits
     for size, runs in results.items():
         rates = [r["rate"] for r in runs]
         median = statistics.median(rates)
-        lock_samples = sum(r["lock_samples"] + r["not_granted_samples"] for r in runs)
-        samples = sum(r["samples"] for r in runs)
+        waits = {"claim": 0, "outcome": 0, "other": 0}
+        for r in runs:
+            for wait in r["lock_waits"]:
+                waits[wait["kind"]] += wait["waits"]
+                key = (size, wait["kind"], wait["lock"], wait["waiting"], wait["blocking"])
+                every[key] += wait["waits"]
+        samples = sum(r["lock_samples"] for r in runs)
         print(
             f"| {size} | {median:,.0f} ({min(rates):,.0f}..{max(rates):,.0f}) | "
             f"{100 * median / best:.0f} % | {max(r['connections'] for r in runs)} "
-            f"({max(r['idle_connections'] for r in runs)}) | {lock_samples} of {samples} | "
+            f"({max(r['idle_connections'] for r in runs)}) | "
+            f"{waits['claim']}, {waits['outcome']}, {waits['other']} ({samples}) | "
             f"{statistics.median(r['empty_per_task'] for r in runs):.2f} |"
         )
+    print("\n| workers | kind | lock | waiting statement | blocked by | waits |")
+    print("|---:|---|---|---|---|---:|")
+    for (size, kind, lock, waiting, blocking), count in sorted(every.items()):
+        print(f"| {size} | {kind} | {lock} | {waiting} | {blocking} | {count} |")
+    if not every:
+        print("| | no lock wait seen | | | | |")
 
 
 if __name__ == "__main__":

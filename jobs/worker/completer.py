@@ -68,6 +68,12 @@ class Completer:
         """The tasks whose success is not written yet: their leases must be renewed."""
         return [s.task_id for s in self._held] + [s.task_id for s in self._with_claim]
 
+    def recording(self) -> list:
+        """The tasks of ``task_ids`` whose success the claim in flight is recording: its
+        transaction may hold their rows (the heartbeat renews them only if their lease runs
+        low, and skips the rows it holds: ``jobs.worker.leases``)."""
+        return [s.task_id for s in self._with_claim]
+
     # With the next claim -----------------------------------------------------------------------
 
     def take(self) -> list[transitions.Success]:

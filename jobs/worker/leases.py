@@ -23,7 +23,7 @@ import time
 import uuid
 from datetime import timedelta
 
-from django.db import DatabaseError
+from django.db import DatabaseError, router, transaction
 from django.utils import timezone
 
 from jobs import transitions
@@ -59,13 +59,15 @@ class LeaseKeeper:
         stop,
         cancel=None,
         drain=None,
+        recording=list,
         clock=time.monotonic,
     ):
         """Keep the leases of one worker.
 
         ``retry(operation, what, **options)`` runs a write, retried on database faults.
         ``holding()`` lists the claimed tasks not reported on (``jobs.worker.wire.Claimed``),
-        ``completing()`` the ids of tasks whose success is not written yet, ``running()`` the
+        ``completing()`` the ids of tasks whose success is not written yet (``recording()``:
+        those of them the claim in flight is writing, in its transaction), ``running()`` the
         claimed tasks running in a child now, ``busy()`` how many children run a task now (never
         more than ``concurrency``); ``claim_busy()`` says whether a claim is under
         way; ``stop(reason, task_ids)`` stops the tasks ``task_ids`` (None: every task held);
@@ -79,6 +81,7 @@ class LeaseKeeper:
         self.concurrency, self.lease_seconds = concurrency, lease_seconds
         self._retry, self._clock = retry, clock
         self._holding, self._completing, self._running = holding, completing, running
+        self._recording = recording
         self._busy = busy
         self._claim_busy, self._stop, self._cancel = claim_busy, stop, cancel
         self._drain = drain
@@ -180,9 +183,7 @@ class LeaseKeeper:
             running = [claimed.id for claimed in self._holding()]
             running += self._completing()
             mine = Task.objects.filter(worker_id=self.worker_id, status=Status.RUNNING)
-            mine.filter(pk__in=running).update(
-                lease_expires_at=now + timedelta(seconds=self.lease_seconds)
-            )
+            self._renew(mine, running, now)
             # While a claim is under way, rows it took are not in hand yet: not lost.
             # Nor are the tasks stopped as their leases lapsed: maintenance rescues those,
             # counting the attempt they made.
@@ -256,6 +257,32 @@ class LeaseKeeper:
             logger.warning("task ignored its cancellation, stopping it id=%s", task_id)
         if stopping:
             self._stop(StopReason.CANCEL, stopping)
+
+    def _renew(self, mine, running: list, now):
+        """Renew the leases of ``running``, this worker's rows ``mine``.
+
+        The successes the claim in flight records (``recording``) are written in the claim's
+        transaction, on the claim thread's connection, while this runs on the loop's: renewing
+        them, the heartbeat waited for the claim's row locks, or the claim for the renewal's
+        (both seen in ``benchmarks/fleet.py``). Their leases were renewed while they were held,
+        so they are renewed again only once less than half a lease is left (a claim stuck that
+        long), and then not the rows the claim's transaction holds (``SKIP LOCKED``): the claim
+        either records them, or fails and hands them back to be held, and a fault makes the
+        next heartbeat come at once (``beat_soon``). A rescue cannot take a row meanwhile: it
+        waits for the same lock, then finds the success written, or the lease as it was.
+        """
+        lease = {"lease_expires_at": now + timedelta(seconds=self.lease_seconds)}
+        recording = set(self._recording())
+        mine.filter(pk__in=[task_id for task_id in running if task_id not in recording]).update(
+            **lease
+        )
+        if not recording:
+            return
+        low = now + timedelta(seconds=self.lease_seconds / 2)
+        with transaction.atomic(using=router.db_for_write(Task)):  # SKIP LOCKED locks
+            free = mine.filter(pk__in=recording, lease_expires_at__lt=low)
+            free = free.select_for_update(skip_locked=True).values("pk")
+            Task.objects.filter(pk__in=free).update(**lease)
 
     # Database outages --------------------------------------------------------------------------
 

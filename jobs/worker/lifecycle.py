@@ -118,6 +118,7 @@ class Worker:
             retry=self._retry,
             holding=self.pool.in_hand,
             completing=self.completer.task_ids,
+            recording=self.completer.recording,
             running=self.pool.running,
             busy=self.pool.busy,
             claim_busy=lambda: self.claimer.busy,

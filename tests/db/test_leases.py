@@ -1,10 +1,12 @@
 """The lease keeper against the database, built alone: leases renewed, lost claims handed back,
 the worker's row, tasks that ignore their cancellation (no processes)."""
 
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.db import retry_on_database_error
@@ -30,6 +32,7 @@ class Holder:
 
     def __init__(self):
         self.holding, self.completing, self.running = [], [], []
+        self.recording = []  # of ``completing``: the successes the claim in flight records
         self.claim_busy, self.stopped = False, []
         self.drained: list[bool] = []
 
@@ -37,6 +40,7 @@ class Holder:
         return LeaseKeeper(
             WORKER_ID, ["a"], concurrency=2, lease_seconds=lease_seconds, retry=retry,
             holding=lambda: self.holding, completing=lambda: self.completing,
+            recording=lambda: self.recording,
             running=lambda: self.running, busy=lambda: len(self.running),
             claim_busy=lambda: self.claim_busy,
             stop=lambda reason, ids: self.stopped.append((reason, ids)),
@@ -89,6 +93,72 @@ def test_heartbeat_renews_only_the_leases_of_tasks_it_holds(keeper, holder):
     # Held: 3 (one running, one claimed ahead, one finishing); running in a child: 1.
     assert (record.in_flight, record.busy_processes, record.running_tasks) == (3, 1, 1)
     assert record.last_heartbeat_at > timezone.now() - timedelta(seconds=5)
+
+
+def test_the_claim_in_flight_records_its_successes_their_fresh_leases_are_left_alone(
+    keeper, holder
+):
+    """The claim's transaction writes them (``claim_and_record``): renewing them would wait for
+    its row locks, or make it wait. Only a lease run low (a claim stuck) is renewed."""
+    TaskFactory.create_batch(3)
+    fresh, low, held = helpers.claim(WORKER_ID, 3, lease_seconds=60)
+    Task.objects.filter(pk=low.pk).update(lease_expires_at=timezone.now() + timedelta(seconds=20))
+    holder.completing = [fresh.pk, low.pk, held.pk]
+    holder.recording = [fresh.pk, low.pk]  # ``held`` waits for the next claim
+
+    before = {task.pk: task.lease_expires_at for task in (fresh, low, held)}
+    keeper.heartbeat()
+
+    after = dict(Task.objects.values_list("pk", "lease_expires_at"))
+    assert after[fresh.pk] == before[fresh.pk]  # not written at all
+    assert after[low.pk] > timezone.now() + timedelta(seconds=50)
+    assert after[held.pk] > before[held.pk]
+    # Not lost claims either: still running, held by this worker.
+    assert Task.objects.filter(status=Status.RUNNING, worker_id=WORKER_ID).count() == 3
+    assert WorkerRecord.objects.get(pk=WORKER_ID).in_flight == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_does_not_wait_for_the_rows_a_claim_holds(postgres_only, holder):
+    """A success the claim in flight records, its lease run low, its row locked by the claim's
+    transaction: skipped (the claim writes it, or hands it back), without waiting; the other
+    leases are renewed."""
+    keeper = holder.keeper()
+    keeper.register()
+    TaskFactory.create_batch(2)
+    locked_row, running = helpers.claim(WORKER_ID, 2, lease_seconds=60)
+    low = timezone.now() + timedelta(seconds=20)
+    Task.objects.filter(pk=locked_row.pk).update(lease_expires_at=low)
+    holder.holding = [claimed_from_task(running)]
+    holder.completing = holder.recording = [locked_row.pk]
+    locked, release, errors = threading.Event(), threading.Event(), []
+
+    def claim_transaction():  # holds the row as the claim's succeed_many does
+        try:
+            with transaction.atomic():
+                Task.objects.select_for_update().filter(pk=locked_row.pk).exists()
+                locked.set()
+                release.wait(30)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=claim_transaction)
+    thread.start()
+    try:
+        assert locked.wait(30)
+        started = time.monotonic()
+        keeper.heartbeat()
+        took = time.monotonic() - started
+    finally:
+        release.set()
+        thread.join(30)
+    assert not errors
+    assert took < 5
+    leases = dict(Task.objects.values_list("pk", "lease_expires_at"))
+    assert leases[locked_row.pk] == low
+    assert leases[running.pk] > timezone.now() + timedelta(seconds=50)
 
 
 def test_heartbeat_leaves_other_workers_tasks_alone(keeper):

@@ -80,3 +80,17 @@ def test_claim_cost_benchmark_runs_against_another_revision(worker_env, postgres
     for name in ("this checkout", "HEAD"):
         assert f"4 keys, statistics lagging, {name}: claimed 4," in done.stdout, done.stdout
         assert f"no key, statistics fresh, {name}: claimed 10," in done.stdout, done.stdout
+
+
+def test_fleet_benchmark_reports_the_lock_waits_it_saw(worker_env, postgres_only):
+    env = {key: value for key, value in worker_env.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.pop("SECRET_KEY", None)
+    url = worker_env["DATABASE_URL"].split("?")[0] + "_fleet"  # a database of its own
+    done = subprocess.run(
+        [sys.executable, "benchmarks/fleet.py", "--database", url, "--sizes", "1",
+         "--tasks", "40", "--trickle", "3"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "lock waits: claims, outcomes, others (samples)" in done.stdout, done.stdout
+    assert "| workers | kind | lock | waiting statement | blocked by | waits |" in done.stdout
