@@ -183,3 +183,18 @@ def test_anonymous_owner_is_stored_as_no_owner():
 
     task = tasks.add.using(owner=AnonymousUser()).enqueue(1, 2).record
     assert task.owner is None
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:notaport/0", "redis://u:secret@127.0.0.1:99999/1"]
+)
+def test_a_broker_url_its_client_cannot_read_never_fails_a_committed_enqueue(
+    url, settings, caplog, django_capture_on_commit_callbacks
+):
+    settings.JOBS_TRANSPORT = url
+    for number in range(2):  # logged once, the second enqueue as quiet as the poll that finds it
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            record = tasks.add.enqueue(number, b=1).record
+        assert Task.objects.filter(pk=record.pk, status=Status.PENDING).exists()
+    [line] = [r.getMessage() for r in caplog.records if "broker URL unusable" in r.getMessage()]
+    assert "secret" not in line
