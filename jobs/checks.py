@@ -97,11 +97,11 @@ def check_transport():
 
             parameters(url, name="check")
         else:
-            from redis.connection import parse_url  # optional: redis-py, only when named
+            import redis  # optional: redis-py, only when named
 
-            try:
-                parse_url(url)  # reads it as the publisher will, without connecting
-            except ValueError as exc:
+            try:  # builds a connection as the publisher will, without connecting
+                redis.ConnectionPool.from_url(url).make_connection()
+            except (ValueError, TypeError, redis.RedisError) as exc:  # TypeError: ?bogus=1
                 raise ValueError(f"{url!r} is not a valid Redis URL: {exc}") from exc
     except ValueError as exc:
         return [checks.Error(_redacted(f"JOBS_TRANSPORT: {exc}"), id="jobs.E050")]

@@ -45,6 +45,8 @@ def test_forms(setting, expected, settings):
         "redis://127.0.0.1:notaport/0",
         "redis://127.0.0.1:99999/0",
         {"BACKEND": "redis", "URL": "redis://h:6379/0?socket_timeout=soon"},
+        "redis://h:6379/0?bogus=1",
+        "rediss://h:6379/0?ssl_cert_reqs=maybe",
     ],
 )
 def test_bad_setting_is_E050(setting, settings):
