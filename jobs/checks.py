@@ -70,11 +70,13 @@ def check_settings(app_configs, **kwargs):
 
 
 def check_transport():
-    """jobs.E050: JOBS_TRANSPORT names no transport, its URL is bad, or its client is missing."""
+    """jobs.E050: JOBS_TRANSPORT names no transport, its URL is bad, or its client is missing.
+
+    Messages show the URL without its password, as the transports' log lines do."""
     try:
         backend, url = transports.parse(jobs_settings.TRANSPORT)
     except ValueError as exc:
-        return [checks.Error(str(exc), id="jobs.E050")]
+        return [checks.Error(_redacted(str(exc)), id="jobs.E050")]
     if backend == "database":
         return []
     module, package = transports.CLIENTS[backend]
@@ -88,16 +90,33 @@ def check_transport():
                 id="jobs.E050",
             )
         ]
-    if backend == "rabbitmq":
-        from jobs.transports.rabbitmq import parameters  # optional: pika, only when named
+    assert url is not None
+    try:
+        if backend == "rabbitmq":
+            from jobs.transports.rabbitmq import parameters  # optional: pika, only when named
 
-        assert url is not None
-
-        try:
             parameters(url, name="check")
-        except ValueError as exc:
-            return [checks.Error(f"JOBS_TRANSPORT: {exc}", id="jobs.E050")]
+        else:
+            import redis  # optional: redis-py, only when named
+
+            try:  # builds a connection as the publisher will, without connecting
+                redis.ConnectionPool.from_url(url).make_connection()
+            except (ValueError, TypeError, redis.RedisError) as exc:  # TypeError: ?bogus=1
+                raise ValueError(f"{url!r} is not a valid Redis URL: {exc}") from exc
+    except ValueError as exc:
+        return [checks.Error(_redacted(f"JOBS_TRANSPORT: {exc}"), id="jobs.E050")]
     return []
+
+
+def _redacted(message: str) -> str:
+    """``message`` with the password of JOBS_TRANSPORT's URL (string or dict form) masked."""
+    from jobs.transports.base import redact
+
+    setting = jobs_settings.TRANSPORT
+    url = setting.get("URL") if isinstance(setting, dict) else setting
+    if isinstance(url, str) and redact(url) != url:
+        message = message.replace(url, redact(url))
+    return message
 
 
 @checks.register(TAG)

@@ -9,14 +9,19 @@ late changes nothing; the worker's poll (every ``JOBS_POLL_INTERVAL``) finds wha
 announced. What the brokers share is in ``jobs.transports.base``.
 """
 
+import logging
+
 from django.db import transaction
 
 from jobs.conf import jobs_settings
+
+logger = logging.getLogger(__name__)
 
 SCHEMES = {"redis": ("redis://", "rediss://", "unix://"), "rabbitmq": ("amqp://", "amqps://")}
 CLIENTS = {"redis": ("redis", "redis-py"), "rabbitmq": ("pika", "pika")}  # module, package
 
 _publishers: dict[tuple[str, str], object] = {}
+_unusable: set[tuple[str, str]] = set()  # URLs whose client refused them, logged once
 
 
 def parse(setting) -> tuple[str, str | None]:
@@ -93,4 +98,20 @@ def announce_on_commit(queue: str, ids, *, using: str) -> None:
         return
     assert url is not None
     ids = [str(task_id) for task_id in ids]
-    transaction.on_commit(lambda: publisher(name, url).publish(queue, ids), using=using)
+    transaction.on_commit(lambda: _publish(name, url, queue, ids), using=using)
+
+
+def _publish(name: str, url: str, queue: str, ids: list[str]) -> None:
+    """After the commit: a URL the client cannot read (a port that is not a number, which
+    ``jobs.E050`` reports) is logged once and the poll finds the rows; the commit never raises."""
+    if (name, url) in _unusable:
+        return
+    try:
+        sender = publisher(name, url)
+    except Exception as exc:  # the rows are committed: raising now would fail a done enqueue
+        from jobs.transports.base import redact
+
+        _unusable.add((name, url))
+        logger.warning("broker URL unusable, workers will poll url=%s error=%s", redact(url), exc)
+        return
+    sender.publish(queue, ids)

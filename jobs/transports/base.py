@@ -89,7 +89,7 @@ class Publisher:
         with self._lock:
             try:
                 self.send(queue, bodies)
-            except self.errors as exc:
+            except Exception as exc:  # after the commit: never raise (self.errors and the rest)
                 self.reset()
                 self._retry_at = time.monotonic() + self.backoff.next()
                 if not self._down:

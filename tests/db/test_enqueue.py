@@ -183,3 +183,28 @@ def test_anonymous_owner_is_stored_as_no_owner():
 
     task = tasks.add.using(owner=AnonymousUser()).enqueue(1, 2).record
     assert task.owner is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:notaport/0",  # refused when the client is made
+        "redis://u:secret@127.0.0.1:99999/1",
+        "redis://u:secret@127.0.0.1:1/0?bogus=1",  # refused at the first send (TypeError)
+    ],
+)
+def test_a_broker_url_its_client_cannot_read_never_fails_a_committed_enqueue(
+    url, settings, caplog, django_capture_on_commit_callbacks
+):
+    settings.JOBS_TRANSPORT = url
+    for number in range(2):  # logged once, the second enqueue as quiet as the poll that finds it
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            record = tasks.add.enqueue(number, b=1).record
+        assert Task.objects.filter(pk=record.pk, status=Status.PENDING).exists()
+    [line] = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.startswith("jobs.transports") and r.levelname == "WARNING"
+    ]
+    assert "workers will poll" in line
+    assert "secret" not in line

@@ -42,6 +42,11 @@ def test_forms(setting, expected, settings):
         "amqp://guest:guest@127.0.0.1:notaport/",
         "amqp://guest@[::1/",
         "amqp://h/?heartbeat=often",
+        "redis://127.0.0.1:notaport/0",
+        "redis://127.0.0.1:99999/0",
+        {"BACKEND": "redis", "URL": "redis://h:6379/0?socket_timeout=soon"},
+        "redis://h:6379/0?bogus=1",
+        "rediss://h:6379/0?ssl_cert_reqs=maybe",
     ],
 )
 def test_bad_setting_is_E050(setting, settings):
@@ -73,6 +78,22 @@ def test_chunks_cap_the_messages_of_a_commit():
 )
 def test_a_message_that_is_not_ids_is_refused(body):
     assert base.parse_ids(body) is None
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "amqp://jobs:S3cret@127.0.0.1:abc/%2F",
+        "redis://u:S3cret@127.0.0.1:notaport/0",
+        {"BACKEND": "rabbitmq", "URL": "redis://u:S3cret@h/0"},
+        {"BACKEND": "redis", "URL": "redis://u:S3cret@h:99999/0"},
+    ],
+)
+def test_E050_does_not_print_the_password(setting, settings):
+    settings.JOBS_TRANSPORT = setting
+    [error] = check_transport()
+    assert "S3cret" not in error.msg
+    assert ":***@" in error.msg
 
 
 def test_passwords_stay_out_of_the_log():
