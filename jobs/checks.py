@@ -24,6 +24,7 @@ from jobs.sql.sqlite import has_json as sqlite_has_json
 from jobs.tasks.enqueueing import INT_RANGES
 from jobs.tasks.payload import queue_name_problem
 from jobs.tasks.rates import RateError, queue_rate
+from jobs.transports.base import redact
 from jobs.web.health import Thresholds, threshold_problems
 
 TAG = "jobs"  # runworker runs the checks with this tag before it starts
@@ -110,8 +111,6 @@ def check_transport():
 
 def _redacted(message: str) -> str:
     """``message`` with the password of JOBS_TRANSPORT's URL (string or dict form) masked."""
-    from jobs.transports.base import redact
-
     setting = jobs_settings.TRANSPORT
     url = setting.get("URL") if isinstance(setting, dict) else setting
     if isinstance(url, str) and redact(url) != url:

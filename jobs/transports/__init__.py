@@ -14,6 +14,7 @@ import logging
 from django.db import transaction
 
 from jobs.conf import jobs_settings
+from jobs.transports.base import redact
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +110,6 @@ def _publish(name: str, url: str, queue: str, ids: list[str]) -> None:
     try:
         sender = publisher(name, url)
     except Exception as exc:  # the rows are committed: raising now would fail a done enqueue
-        from jobs.transports.base import redact
-
         _unusable.add((name, url))
         logger.warning("broker URL unusable, workers will poll url=%s error=%s", redact(url), exc)
         return
