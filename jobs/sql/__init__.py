@@ -7,8 +7,8 @@ that another database (MariaDB, say) is one more module and one more line in ``_
 - flags: ``NAME``, ``LISTENS`` (LISTEN/NOTIFY wakes workers), ``ONE_WRITER`` (one writer at a
   time: claims run inline and wait out a busy database), ``CHECK_LIBRARY`` (this Python's
   library is the database: the system checks look at its version);
-- claiming: ``claim_sql`` (its parameters: ``claim_params``), ``claim_cursor``, ``claim_tasks``,
-  ``is_busy``;
+- claiming: ``claim_sql`` (its parameters: ``claim_params``), ``claim_lock``, ``claim_cursor``,
+  ``claim_tasks``, ``is_busy``;
 - outcomes: ``succeed_attempts``, ``succeed_unwaited_attempts``, ``release_attempts``;
 - enqueue: ``inserts``, ``insert_many``;
 - reading: ``percentiles_sql``, ``LAST_EXCEPTION``, ``planner_rows``, ``listen_sql``.

@@ -7,6 +7,7 @@ given a cursor, run their statement and return what their docstring says.
 """
 
 import json
+from contextlib import nullcontext
 from datetime import datetime
 
 from jobs import states
@@ -143,6 +144,12 @@ def claim_sql(connection, queue_count: int) -> str:
         SELECT id, attempts, name, backend, row FROM claimed
         ORDER BY priority DESC, run_after, created_at, id
     """
+
+
+def claim_lock(connection):
+    """Nothing to hold: the claim's rows are locked as it picks them (``FOR UPDATE SKIP LOCKED``)
+    and no writer waits for another."""
+    return nullcontext()
 
 
 def claim_cursor(connection, *, prepare: bool = False):

@@ -8,6 +8,7 @@ CTE, so a claim's rows are sorted here and recording runs as its own statement.
 import json
 import sqlite3
 import uuid
+from contextlib import contextmanager
 from typing import Any
 
 from django.db.models import JSONField
@@ -119,6 +120,29 @@ def claim_sql(connection, queue_count: int) -> str:
         WHERE id IN (SELECT id FROM picked) AND +status IN ({sources})
         RETURNING id, attempts, name, backend, priority, run_after, created_at, {_ROW_JSON}
     """
+
+
+@contextmanager
+def claim_lock(connection):
+    """Hold SQLite's write lock around a claim made outside a transaction (``BEGIN IMMEDIATE``).
+
+    In autocommit the claim's UPDATE would wait for another writer inside the statement, after
+    its parameters, the start time among them, were taken: a dependent released by that writer's
+    commit would then seem to have started before what it waited for had finished. Taking the
+    lock first puts the wait before the stamp. In a transaction, nothing: it holds the lock or
+    takes it at its first write, as its owner decides.
+    """
+    if connection.in_atomic_block or not connection.get_autocommit():
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
 
 
 def claim_cursor(connection, *, prepare: bool = False):

@@ -52,8 +52,6 @@ def claim_and_record(
     using = router.db_for_write(Task)
     connection = connections[using]
     statements = sql.dialect(connection)
-    now = now or timezone.now()
-    lease_expires_at = now + timedelta(seconds=lease_seconds)
     if groups is None:
         groups = [(sorted(set(queues or ())), None)]
 
@@ -63,21 +61,25 @@ def claim_and_record(
             wanted = limit - len(claimed) if room is None else min(room, limit - len(claimed))
             if wanted <= 0:
                 continue
-            values = {
-                "now": now,
-                "queues": sorted(set(group)),
-                "limit": wanted,
-                "worker_id": worker_id,
-                "lease_expires_at": lease_expires_at,
-            }
 
-            def claim_rows(values=values):
+            def claim_rows(group=group, wanted=wanted):
+                # Stamped once the claim may write (``claim_lock``): a stamp taken before a
+                # wait for SQLite's writer would date the start before a success this claim
+                # waited for, so that a dependent seemed to start before what it waited for.
+                moment = now or timezone.now()
+                values = {
+                    "now": moment,
+                    "queues": sorted(set(group)),
+                    "limit": wanted,
+                    "worker_id": worker_id,
+                    "lease_expires_at": moment + timedelta(seconds=lease_seconds),
+                }
                 with statements.claim_cursor(connection, prepare=prepare) as cursor:
                     return statements.claim_tasks(cursor, connection, **values)
 
             def claim_alone(claim_rows=claim_rows):
                 # In a caller's transaction, a savepoint: a refused statement would abort it.
-                with savepoint_in_transaction(using):
+                with savepoint_in_transaction(using), statements.claim_lock(connection):
                     return claim_rows()
 
             rows = wait_while_locked(statements, claim_alone if alone else claim_rows)
@@ -89,6 +91,7 @@ def claim_and_record(
     # One transaction, so one commit: the claim needs no savepoint of its own, as its failure
     # is to undo the recording too.
     with transaction.atomic(using=using):
+        # The recording writes first: SQLite's write lock is held by the time the claim stamps.
         recorded = transitions.succeed_many(successes, now=now)
         claimed = claim_groups(alone=False)
     return claimed, recorded

@@ -33,6 +33,9 @@ def test_dependencies_never_start_before_what_they_wait_for_has_finished(start_w
     wait_for(finished, timeout=90, interval=0.2, message="every task to succeed")
     for edge in TaskDependency.objects.select_related("task", "depends_on"):
         assert edge.task.started_at >= edge.depends_on.finished_at, edge
+    # What the bodies did, by their own clock: the fan-in ran after every first had written.
+    written = dict(SideEffect.objects.values_list("key", "created_at"))
+    assert written["fan-in:[]"] >= max(written[f"first-{n}"] for n in range(4))
     assert Task.objects.get(pk=fan_in.id).result == "fan-in"
     links = Task.objects.filter(workflow=chained).order_by("-result")
     assert links.first().result == 6  # each link got the previous one's result
