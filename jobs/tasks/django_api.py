@@ -51,12 +51,13 @@ def cache_task_signal_receivers():
     """Have Django's ``task_started`` and ``task_finished`` cache their receivers by sender.
 
     Django makes them without the cache its model signals use (``Signal(use_caching=True)``), so
-    each send looks its receivers up again: a sixth of what the two signals cost a worker per
-    task. The cache is Django's own, emptied by every ``connect`` and ``disconnect`` and passed
-    over once a receiver is collected, so receivers come and go as before. Its store stays the
-    plain dict an uncached signal has (not the weak one ``use_caching`` makes): a sender that
-    cannot be weakly referenced, ``None`` say, still works. Called in a worker's child, which
-    sends them for every task of Django's ``@task``.
+    each send looks its receivers up again: about 8 of the 51 µs a worker spends per task on
+    building the ``TaskResult`` and sending both signals. The cache is Django's own, emptied by
+    every ``connect`` and ``disconnect`` and passed over once a receiver is collected, so
+    receivers come and go as before. Its store stays the plain dict an uncached signal has (not
+    the weak one ``use_caching`` makes): a sender that cannot be weakly referenced, ``None`` say,
+    still works. Called in a worker's child, which sends them for every task of Django's
+    ``@task``.
     """
     for signal in (task_started, task_finished):
         signal.use_caching = True
