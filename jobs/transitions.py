@@ -9,6 +9,7 @@ to another can never record an outcome over the newer attempt.
 """
 
 import enum
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -168,7 +169,7 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
         # Alone (outside the claim's transaction), the successes of the tasks nothing waits
         # for are one statement in autocommit: no BEGIN, no COMMIT, no savepoint. The others
         # (a workflow's, a dependency's), left alone by it, go on with their settling.
-        done, refused = _record_successes(unknown, "succeed_unwaited_attempts", now)
+        done, refused = _record_successes(unknown, now, unwaited=True)
         recorded += done
         unstorable |= {id(success) for success in refused}
         moved = {_as_uuid(row[0]) for row in done}
@@ -182,7 +183,7 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
         # Inside a caller's (the claim's) no savepoint of its own: the two stand or fall with
         # it, and record_isolating keeps a refused row from aborting it.
         with transaction.atomic(using=_using(), savepoint=False):
-            done, refused = _record_successes(waited, "succeed_attempts", now)
+            done, refused = _record_successes(waited, now)
             _settle(done, now)
         recorded += done
         unstorable |= {id(success) for success in refused}
@@ -190,12 +191,13 @@ def succeed_many(successes: list[Success], *, now=None) -> set:
     return succeeded([success for success in successes if id(success) not in unstorable], applied)
 
 
-def _record_successes(successes: list[Success], statement: str, now) -> tuple[list, list]:
-    """Run ``statement`` of ``jobs.sql`` over ``successes``, failing those whose result the
-    database refuses; return the rows it recorded and the successes it refused."""
+def _record_successes(successes: list[Success], now, *, unwaited=False) -> tuple[list, list]:
+    """Run ``succeed_attempts`` of ``jobs.sql`` over ``successes`` (with ``unwaited``, only the
+    tasks nothing waits for), failing those whose result the database refuses; return the rows
+    it recorded and the successes it refused."""
 
     def record(part):
-        run = getattr(sql.dialect(_using()), statement)
+        run = functools.partial(sql.dialect(_using()).succeed_attempts, unwaited=unwaited)
         return _run_rows(run, states.SUCCEED, success_rows(part), now)
 
     recorded, refused = record_isolating(successes, record, using=_using())

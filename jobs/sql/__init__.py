@@ -9,7 +9,8 @@ that another database (MariaDB, say) is one more module and one more line in ``_
   library is the database: the system checks look at its version);
 - claiming: ``claim_sql`` (its parameters: ``claim_params``), ``claim_lock``, ``claim_cursor``,
   ``claim_tasks``, ``is_busy``;
-- outcomes: ``succeed_attempts``, ``succeed_unwaited_attempts``, ``release_attempts``;
+- outcomes: ``succeed_attempts`` (``unwaited=True``: only the tasks nothing waits for),
+  ``release_attempts``;
 - enqueue: ``inserts``, ``insert_many``;
 - reading: ``percentiles_sql``, ``LAST_EXCEPTION``, ``planner_rows``, ``listen_sql``.
 

@@ -380,20 +380,6 @@ RELEASE_ASSIGNMENTS = (
 SUCCEEDED_COLUMNS = ("id", "workflow_id", "workflow_role", "has_dependents")
 
 
-def succeed_attempts(connection, transition, rows, *, now, picks, source, to_json):
-    """``(sql, params)`` recording successful attempts, rows of ``SUCCESS``; the statement
-    returns ``SUCCEEDED_COLUMNS`` of the rows it moved. ``picks``, ``source``, ``to_json``: the
-    database's (see ``attempts_update_sql``)."""
-    sql = attempts_update_sql(
-        connection, transition, kinds=SUCCESS, picks=picks, source=source,
-        assignments=SUCCEED_ASSIGNMENTS, returning=SUCCEEDED_COLUMNS,
-    )  # fmt: skip
-    params = attempts_params(
-        connection, transition, rows, kinds=SUCCESS, to_json=to_json, params=(), now=now
-    )
-    return sql, params
-
-
 # The tasks nothing waits for: no workflow, no dependent. Their outcome has nothing to settle
 # (jobs.workflows), so it needs no transaction around it. Read by the UPDATE on the row it
 # moves: a dependent enqueued meanwhile holds the row (``create_waiting`` locks it), and the
@@ -401,13 +387,16 @@ def succeed_attempts(connection, transition, rows, *, now, picks, source, to_jso
 UNWAITED = "{table}.workflow_id IS NULL AND NOT {table}.has_dependents"
 
 
-def succeed_unwaited_attempts(connection, transition, rows, *, now, picks, source, to_json):
-    """``(sql, params)`` recording the successful attempts, rows of ``SUCCESS``, of the tasks
-    nothing waits for (``UNWAITED``); the statement returns the ids it moved, and leaves the
-    other rows alone. ``picks``, ``source``, ``to_json``: the database's."""
+def succeed_attempts(connection, transition, rows, *, now, picks, source, to_json, unwaited=False):
+    """``(sql, params)`` recording successful attempts, rows of ``SUCCESS``; the statement
+    returns ``SUCCEEDED_COLUMNS`` of the rows it moved. With ``unwaited``, only those of the
+    tasks nothing waits for (``UNWAITED``): it returns the ids it moved, and leaves the other
+    rows alone. ``picks``, ``source``, ``to_json``: the database's (see
+    ``attempts_update_sql``)."""
+    also, returning = (UNWAITED, ("id",)) if unwaited else ("", SUCCEEDED_COLUMNS)
     sql = attempts_update_sql(
         connection, transition, kinds=SUCCESS, picks=picks, source=source,
-        assignments=SUCCEED_ASSIGNMENTS, also=UNWAITED,
+        assignments=SUCCEED_ASSIGNMENTS, returning=returning, also=also,
     )  # fmt: skip
     params = attempts_params(
         connection, transition, rows, kinds=SUCCESS, to_json=to_json, params=(), now=now

@@ -220,14 +220,11 @@ _JSON = {
 }
 
 
-def succeed_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+def succeed_attempts(connection, transition, rows, *, now, unwaited=False) -> tuple[str, list]:
     """See ``common.succeed_attempts``."""
-    return common.succeed_attempts(connection, transition, rows, now=now, **_JSON)
-
-
-def succeed_unwaited_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
-    """See ``common.succeed_unwaited_attempts``."""
-    return common.succeed_unwaited_attempts(connection, transition, rows, now=now, **_JSON)
+    return common.succeed_attempts(
+        connection, transition, rows, now=now, unwaited=unwaited, **_JSON
+    )
 
 
 def release_attempts(connection, transition, rows, *, now) -> tuple[str, list]:

@@ -190,16 +190,12 @@ def _with_datetimes(connection) -> dict:
     return {**_JSON, "to_json": {**_JSON["to_json"], "timestamptz": adapt}}
 
 
-def succeed_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
+def succeed_attempts(connection, transition, rows, *, now, unwaited=False) -> tuple[str, list]:
     """See ``common.succeed_attempts``."""
     options = _with_datetimes(connection)
-    return common.succeed_attempts(connection, transition, rows, now=now, **options)
-
-
-def succeed_unwaited_attempts(connection, transition, rows, *, now) -> tuple[str, list]:
-    """See ``common.succeed_unwaited_attempts``."""
-    options = _with_datetimes(connection)
-    return common.succeed_unwaited_attempts(connection, transition, rows, now=now, **options)
+    return common.succeed_attempts(
+        connection, transition, rows, now=now, unwaited=unwaited, **options
+    )
 
 
 def release_attempts(connection, transition, rows, *, now) -> tuple[str, list]:

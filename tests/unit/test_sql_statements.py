@@ -21,9 +21,8 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 # Every name each module of statements defines (see jobs.sql).
 INTERFACE = (
     "NAME", "LISTENS", "ONE_WRITER", "CHECK_LIBRARY", "claim_sql", "claim_params",
-    "claim_tasks", "is_busy", "succeed_attempts", "succeed_unwaited_attempts",
-    "release_attempts", "inserts", "insert_many", "percentiles_sql", "LAST_EXCEPTION",
-    "planner_rows", "listen_sql",
+    "claim_tasks", "is_busy", "succeed_attempts", "release_attempts", "inserts", "insert_many",
+    "percentiles_sql", "LAST_EXCEPTION", "planner_rows", "listen_sql",
 )  # fmt: skip
 
 
@@ -76,9 +75,12 @@ def test_on_postgresql_the_pick_is_a_materialized_cte_that_skips_locked_rows():
 
 
 @pytest.mark.parametrize(
-    "statement", ["succeed_attempts", "succeed_unwaited_attempts", "release_attempts"]
+    ("statement", "options"),
+    [("succeed_attempts", {}), ("succeed_attempts", {"unwaited": True}), ("release_attempts", {})],
 )
-def test_outcomes_travel_as_one_json_parameter_and_one_text(dialect_and_connection, statement):
+def test_outcomes_travel_as_one_json_parameter_and_one_text(
+    dialect_and_connection, statement, options
+):
     module, connection = dialect_and_connection
     task_id = uuid.uuid4()
     row = (task_id, 2, "w")
@@ -86,8 +88,9 @@ def test_outcomes_travel_as_one_json_parameter_and_one_text(dialect_and_connecti
     if succeeds:
         row += ({"answer": 42}, NOW)
     transition = states.SUCCEED if succeeds else states.RELEASE
-    one, params = getattr(module, statement)(connection, transition, [row], now=NOW)
-    many, _ = getattr(module, statement)(connection, transition, [row] * 50, now=NOW)
+    build = getattr(module, statement)
+    one, params = build(connection, transition, [row], now=NOW, **options)
+    many, _ = build(connection, transition, [row] * 50, now=NOW, **options)
     assert one == many  # one statement text whatever the number of rows
     assert one.count("%s") == len(params)
     assert params[1] == transition.target
@@ -102,7 +105,7 @@ def test_outcomes_travel_as_one_json_parameter_and_one_text(dialect_and_connecti
 def test_a_success_recorded_alone_leaves_the_tasks_something_waits_for(dialect_and_connection):
     module, connection = dialect_and_connection
     row = (uuid.uuid4(), 1, "w", None, NOW)
-    alone, _ = module.succeed_unwaited_attempts(connection, states.SUCCEED, [row], now=NOW)
+    alone, _ = module.succeed_attempts(connection, states.SUCCEED, [row], now=NOW, unwaited=True)
     waited, _ = module.succeed_attempts(connection, states.SUCCEED, [row], now=NOW)
     assert ".workflow_id IS NULL AND NOT" in alone
     assert ".has_dependents" in alone
