@@ -1,8 +1,11 @@
 """Helpers shared by test modules."""
 
+import contextlib
 import re
+import threading
 
 from django.contrib.auth.models import Permission
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.db import retry_on_database_error
@@ -41,6 +44,40 @@ def claimed_from_task(task) -> Claimed:
     """A task as a worker holds it once claimed (the row encoded as a child gets it)."""
     return Claimed(task.pk, task.attempts, task.worker_id, task.name, task.backend,
                    encode_task(task))  # fmt: skip
+
+
+@contextlib.contextmanager
+def in_another_transaction(work, *, timeout=30):
+    """Run ``work()`` in a transaction of another connection (a thread's) and keep it open,
+    with the rows it locked or wrote uncommitted, until the block ends; yield what ``work``
+    returned. An error in the thread is raised here."""
+    ready, release = threading.Event(), threading.Event()
+    outcome: dict = {}
+
+    def hold():
+        try:
+            with transaction.atomic():
+                outcome["value"] = work()
+                ready.set()
+                release.wait(timeout)
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            ready.set()
+            connection.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert ready.wait(timeout), "the other transaction did not start"
+        if "error" in outcome:
+            raise outcome["error"]
+        yield outcome["value"]
+    finally:
+        release.set()
+        thread.join(timeout)
+    if "error" in outcome:  # its commit
+        raise outcome["error"]
 
 
 def claim_for_dispatch(worker_id, limit, **options) -> list:

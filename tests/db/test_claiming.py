@@ -151,46 +151,27 @@ def test_a_claim_locks_only_the_rows_it_takes_and_skips_rows_locked_elsewhere(po
     take stay free for another claim meanwhile; rows another transaction holds are passed over."""
     TaskFactory.create_batch(6, queue="q")
     TaskFactory.create_batch(4, queue="q", concurrency_key="k", concurrency_limit=4)
-    held_elsewhere, free_meanwhile, errors = [], [], []
-    locked, release = threading.Event(), threading.Event()
     table = Task._meta.db_table
 
-    def hold_two():  # another transaction holds the two best rows, unkeyed ones
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT id FROM {table} WHERE concurrency_key IS NULL ORDER BY created_at, id"
-                    " LIMIT 2 FOR UPDATE"
-                )
-                held_elsewhere.extend(row[0] for row in cursor.fetchall())
-                locked.set()
-                release.wait(30)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+    def ids(statement):
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+            return [row[0] for row in cursor.fetchall()]
 
-    def count_free():  # while the claim's transaction is open
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"SELECT id FROM {table} FOR UPDATE SKIP LOCKED")
-                free_meanwhile.extend(row[0] for row in cursor.fetchall())
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_two)
-    holder.start()
-    assert locked.wait(30)
-    with transaction.atomic():
+    hold_two = (  # another transaction holds the two best rows, unkeyed ones
+        f"SELECT id FROM {table} WHERE concurrency_key IS NULL ORDER BY created_at, id"
+        " LIMIT 2 FOR UPDATE"
+    )
+    count_free = f"SELECT id FROM {table} FOR UPDATE SKIP LOCKED"  # what another claim could lock
+    with (
+        helpers.in_another_transaction(lambda: ids(hold_two)) as held_elsewhere,
+        transaction.atomic(),
+    ):
         claimed = claim(limit=3, queues=["q"])
-        counter = threading.Thread(target=count_free)
-        counter.start()
-        counter.join(30)
-    release.set()
-    holder.join(30)
-    assert not errors
+        # While the claim's transaction is open.
+        with helpers.in_another_transaction(lambda: ids(count_free)) as free_meanwhile:
+            pass
+    assert len(held_elsewhere) == 2
     assert len(claimed) == 3
     assert not {task.id for task in claimed} & set(held_elsewhere)
     # Ten rows: two held elsewhere, three claimed, five free for another claim.

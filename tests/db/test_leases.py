@@ -1,12 +1,10 @@
 """The lease keeper against the database, built alone: leases renewed, lost claims handed back,
 the worker's row, tasks that ignore their cancellation (no processes)."""
 
-import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.db import retry_on_database_error
@@ -131,30 +129,13 @@ def test_the_heartbeat_does_not_wait_for_the_rows_a_claim_holds(postgres_only, h
     Task.objects.filter(pk=locked_row.pk).update(lease_expires_at=low)
     holder.holding = [claimed_from_task(running)]
     holder.completing = holder.recording = [locked_row.pk]
-    locked, release, errors = threading.Event(), threading.Event(), []
-
-    def claim_transaction():  # holds the row as the claim's succeed_many does
-        try:
-            with transaction.atomic():
-                Task.objects.select_for_update().filter(pk=locked_row.pk).exists()
-                locked.set()
-                release.wait(30)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=claim_transaction)
-    thread.start()
-    try:
-        assert locked.wait(30)
+    # Another transaction holds the row as the claim's succeed_many does.
+    lock_row = Task.objects.select_for_update().filter(pk=locked_row.pk).exists
+    with helpers.in_another_transaction(lock_row) as locked:
+        assert locked
         started = time.monotonic()
         keeper.heartbeat()
         took = time.monotonic() - started
-    finally:
-        release.set()
-        thread.join(30)
-    assert not errors
     assert took < 5
     leases = dict(Task.objects.values_list("pk", "lease_expires_at"))
     assert leases[locked_row.pk] == low

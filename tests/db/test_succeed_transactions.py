@@ -11,7 +11,7 @@ import jobs
 from jobs import transitions
 from jobs.models import Task, Workflow
 from jobs.states import Status
-from tests.helpers import claim
+from tests.helpers import claim, in_another_transaction
 from tests.testapp import workflow_tasks as wt
 from tests.testapp.tasks import add
 
@@ -155,20 +155,10 @@ def test_a_dependent_enqueued_during_the_autocommit_statement_is_still_released(
 
     add.enqueue(1, 1)
     (dependency,) = claim("w", 1, lease_seconds=60)
-    enqueued, go = threading.Event(), threading.Event()
     errors: list = []
-    made: list = []
 
     def enqueue_dependent():
-        try:
-            with transaction.atomic():
-                made.append(add.using(depends_on=[dependency.pk]).enqueue(2, 2).id)
-                enqueued.set()
-                assert go.wait(20)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        return add.using(depends_on=[dependency.pk]).enqueue(2, 2).id
 
     def record():
         try:
@@ -178,12 +168,6 @@ def test_a_dependent_enqueued_during_the_autocommit_statement_is_still_released(
         finally:
             connection.close()
 
-    enqueuer = threading.Thread(target=enqueue_dependent)
-    enqueuer.start()
-    assert enqueued.wait(20)
-    recorder = threading.Thread(target=record)
-    recorder.start()
-
     def recorder_waits_for_the_row():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -192,10 +176,12 @@ def test_a_dependent_enqueued_during_the_autocommit_statement_is_still_released(
             )
             return cursor.fetchone()[0] > 0
 
-    wait_for(recorder_waits_for_the_row, timeout=20, message="the success to wait for the row")
-    go.set()
-    enqueuer.join(30)
+    # The enqueue's transaction stays open until the recorder waits for the row.
+    with in_another_transaction(enqueue_dependent, timeout=20) as dependent_id:
+        recorder = threading.Thread(target=record)
+        recorder.start()
+        wait_for(recorder_waits_for_the_row, timeout=20, message="the success to wait for the row")
     recorder.join(30)
     assert not errors, errors
     assert Task.objects.get(pk=dependency.pk).status == Status.SUCCEEDED
-    assert Task.objects.get(pk=made[0]).status == Status.PENDING
+    assert Task.objects.get(pk=dependent_id).status == Status.PENDING
