@@ -385,6 +385,11 @@ SUCCEEDED_COLUMNS = ("id", "workflow_id", "workflow_role", "has_dependents")
 # moves: a dependent enqueued meanwhile holds the row (``create_waiting`` locks it), and the
 # UPDATE, waiting for it, reads ``has_dependents`` as it committed it.
 UNWAITED = "{table}.workflow_id IS NULL AND NOT {table}.has_dependents"
+# Its opposite, as a claim returns it: a workflow or a dependent waits for the task's outcome,
+# so that its success, recorded alone, goes straight to the transaction that settles it
+# (``jobs.transitions.Success.waited_for``). A dependent enqueued after the claim is not seen:
+# the success then goes to ``UNWAITED``'s statement first, which leaves it.
+WAITED_FOR = "(workflow_id IS NOT NULL OR has_dependents)"
 
 
 def succeed_attempts(connection, transition, rows, *, now, picks, source, to_json, unwaited=False):

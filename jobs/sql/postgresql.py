@@ -128,7 +128,8 @@ def _claim_ctes(connection, queue_count: int) -> str:
             UPDATE {common.task_table(connection)} AS task SET {common.CLAIM_ASSIGNMENTS}
             WHERE task.id = ANY(ARRAY(SELECT id FROM picked))
             RETURNING task.id, task.attempts, task.name, task.backend, task.priority,
-                task.run_after, task.created_at, row_to_json(task)::text AS row
+                task.run_after, task.created_at, row_to_json(task)::text AS row,
+                {common.WAITED_FOR} AS waited_for
         )
     """
 
@@ -136,12 +137,13 @@ def _claim_ctes(connection, queue_count: int) -> str:
 def claim_sql(connection, queue_count: int) -> str:
     """Claim due rows; parameters: ``claim_params``.
 
-    Returns ``(id, attempts, name, backend, row)`` per claimed task, in claim order (sorted
-    here, not in Python), ``row`` the whole row as JSON text, as a child gets it.
+    Returns ``(id, attempts, name, backend, row, waited_for)`` per claimed task, in claim order
+    (sorted here, not in Python), ``row`` the whole row as JSON text, as a child gets it,
+    ``waited_for`` whether a workflow or a dependent waits for it (``common.WAITED_FOR``).
     """
     return f"""
         WITH RECURSIVE {_claim_ctes(connection, queue_count)}
-        SELECT id, attempts, name, backend, row FROM claimed
+        SELECT id, attempts, name, backend, row, waited_for FROM claimed
         ORDER BY priority DESC, run_after, created_at, id
     """
 
@@ -184,7 +186,8 @@ def claim_cursor(connection, *, prepare: bool = False):
 def claim_tasks(cursor, connection, **values) -> list[tuple]:
     """Claim due rows (``values``: the keywords of ``common.claim_params``).
 
-    Returns ``(id, attempts, name, backend, row JSON text)`` per task, highest priority first.
+    Returns ``(id, attempts, name, backend, row JSON text, waited_for)`` per task, highest
+    priority first.
     """
     sql = claim_sql(connection, len(values["queues"]))
     cursor.execute(sql, claim_params(connection, **values))

@@ -118,7 +118,8 @@ def claim_sql(connection, queue_count: int) -> str:
         picked AS ({common.claim_pick(connection, queue_count)})
         UPDATE {common.task_table(connection)} SET {common.CLAIM_ASSIGNMENTS}
         WHERE id IN (SELECT id FROM picked) AND +status IN ({sources})
-        RETURNING id, attempts, name, backend, priority, run_after, created_at, {_ROW_JSON}
+        RETURNING id, attempts, name, backend, priority, run_after, created_at, {_ROW_JSON},
+            workflow_id, has_dependents
     """
 
 
@@ -156,7 +157,9 @@ claim_params = common.claim_params  # the parameters of ``claim_sql``, in order
 def claim_tasks(cursor, connection, **values) -> list[tuple]:
     """Claim due rows (``values``: the keywords of ``common.claim_params``).
 
-    Returns ``(id, attempts, name, backend, row JSON text)`` per task, highest priority first.
+    Returns ``(id, attempts, name, backend, row JSON text, waited_for)`` per task, highest
+    priority first (``waited_for``: ``common.WAITED_FOR``, worked out here: SQLite 3.40 read
+    ``workflow_id IS NULL`` in this RETURNING as false for a NULL ``workflow_id``).
     """
     sql = claim_sql(connection, len(values["queues"]))
     cursor.execute(sql, claim_params(connection, **values))
@@ -165,8 +168,8 @@ def claim_tasks(cursor, connection, **values) -> list[tuple]:
     # datetimes as stored sort as they read, and so do the ids' hex texts).
     rows.sort(key=lambda row: (-row[4], row[5], row[6], row[0]))
     return [
-        (uuid.UUID(task_id), attempts, name, backend, text)
-        for task_id, attempts, name, backend, _, _, _, text in rows
+        (uuid.UUID(task_id), attempts, name, backend, text, workflow_id is not None or bool(has))
+        for task_id, attempts, name, backend, _, _, _, text, workflow_id, has in rows
     ]
 
 

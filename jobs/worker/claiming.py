@@ -99,8 +99,8 @@ def claim_and_record(
 
 def _claimed(rows, worker_id: str, queue: str) -> list[Claimed]:
     return [
-        Claimed(task_id, attempts, worker_id, name, backend, text.encode(), queue)
-        for task_id, attempts, name, backend, text in rows
+        Claimed(task_id, attempts, worker_id, name, backend, text.encode(), queue, waited_for)
+        for task_id, attempts, name, backend, text, waited_for in rows
     ]
 
 

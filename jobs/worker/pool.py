@@ -260,7 +260,8 @@ class ChildPool:
             if outcome in ("deferred", NOTIFY):
                 self._on_success(
                     transitions.Success(claimed.id, claimed.attempts, claimed.worker_id, result,
-                                        datetime.fromtimestamp(finished_at, UTC))
+                                        datetime.fromtimestamp(finished_at, UTC),
+                                        waited_for=claimed.waited_for)
                 )  # fmt: skip
         if results:
             seconds = reply["busy"] / len(results)

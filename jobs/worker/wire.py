@@ -36,6 +36,7 @@ class Claimed:
     backend: str
     row: bytes  # the task's columns as a JSON object
     queue: str = ""  # its queue when the claim took from one queue alone (a capped queue's)
+    waited_for: bool = False  # a workflow or a dependent waited for it when claimed
 
 
 def encode_task(task: Task) -> bytes:

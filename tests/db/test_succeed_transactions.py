@@ -2,6 +2,8 @@
 transaction, as ``jobs.execution.finishing.record_held`` calls it), and that a success
 something waits for is still recorded with its settling in one transaction."""
 
+import json
+
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -11,7 +13,7 @@ import jobs
 from jobs import transitions
 from jobs.models import Task, Workflow
 from jobs.states import Status
-from tests.helpers import claim, in_another_transaction
+from tests.helpers import claim, claim_for_dispatch, in_another_transaction
 from tests.testapp import workflow_tasks as wt
 from tests.testapp.tasks import add
 
@@ -185,3 +187,50 @@ def test_a_dependent_enqueued_during_the_autocommit_statement_is_still_released(
     assert not errors, errors
     assert Task.objects.get(pk=dependency.pk).status == Status.SUCCEEDED
     assert Task.objects.get(pk=dependent_id).status == Status.PENDING
+
+
+def test_a_workflow_members_success_reported_to_the_supervisor_skips_the_unwaited_statement():
+    """The claim says which tasks something waits for; the success the supervisor's pool makes
+    of a child's reply carries it, so a workflow member's, recorded alone (the completer's
+    ``flush``), goes straight to its transaction: no autocommit UPDATE that leaves it first
+    (15 statements where 14 do). A plain task's still takes the one statement."""
+    import time
+    from multiprocessing import Pipe
+
+    from jobs.worker.child import Child
+    from jobs.worker.pool import ChildPool
+
+    jobs.batch([wt.double.s(1)], on_finish=wt.callback.si("x", "finish"))
+    plain_id = add.enqueue(1, 1).id
+    claimed = {str(c.id): c for c in claim_for_dispatch("w", 2, lease_seconds=60)}
+    plain = claimed.pop(str(plain_id))
+    (member,) = claimed.values()
+    assert (member.waited_for, plain.waited_for) == (True, False)
+
+    reported: list = []
+    pool = ChildPool(
+        1, max_tasks=None, max_memory_bytes=None, retry=None, on_success=reported.append,
+        stopping=lambda: False, before_fork=lambda: [],
+    )  # fmt: skip
+    ours, theirs = Pipe()
+    child = Child(process=None, conn=ours, slot=None)
+    child.batch, child.batch_number = {0: member, 1: plain}, 1
+    results = [[0, "deferred", 2, time.time()], [1, "deferred", 2, time.time()]]
+    theirs.send_bytes(
+        json.dumps({"batch": 1, "results": results, "busy": 0.0, "final": False}).encode()
+    )
+    pool.receive(child)
+    ours.close()
+    theirs.close()
+    by_id = {success.task_id: success for success in reported}
+    assert by_id[member.id].waited_for
+    assert not by_id[plain.id].waited_for
+
+    with CaptureQueriesContext(connection) as queries:
+        assert transitions.succeed_many([by_id[member.id]]) == {member.id}
+    assert not any("workflow_id IS NULL" in query["sql"] for query in queries)
+    assert len(queries) == 14
+    assert Task.objects.get(workflow_role="on_finish").status == Status.PENDING
+    with CaptureQueriesContext(connection) as queries:
+        assert transitions.succeed_many([by_id[plain.id]]) == {plain.id}
+    assert statements(queries) == ["WITH"]
