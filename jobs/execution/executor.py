@@ -41,6 +41,7 @@ from jobs.states import Status
 from jobs.tasks.payload import validate_json
 from jobs.tasks.registry import get_task
 from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, is_transient, user_message
+from jobs.text import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +189,13 @@ def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | N
     Never raises: if the task's own policy (a ``transient`` check, a backoff) fails on ``exc``,
     the attempt fails, with ``exc`` recorded.
     """
-    if isinstance(exc, UnknownTaskError | PayloadError):
+    if isinstance(exc, PayloadError):
+        # A value jobs refused (an enqueue, a progress report in the task's body): the same
+        # value would be refused again, so permanent, and the person reads what is wrong. It
+        # is recorded as itself, so the operator reads its real class and its traceback.
+        record = ErrorRecord.from_exception(exc, clean_text(str(exc)), False)
+        return Outcome(FAILED, error=replace(record, permanent=True))
+    if isinstance(exc, UnknownTaskError):
         # Not the task's fault and not curable by waiting: say what is wrong, plainly.
         exc = PermanentError(str(exc), detail=str(exc))
     try:
