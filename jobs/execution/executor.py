@@ -38,7 +38,7 @@ from jobs.execution import finishing
 from jobs.execution.runnable import Runnable, runnable_for
 from jobs.models import Task
 from jobs.states import Status
-from jobs.tasks.payload import validate_json
+from jobs.tasks.payload import check_result_size, validate_json
 from jobs.tasks.registry import get_task
 from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, is_transient, user_message
 from jobs.text import clean_text
@@ -129,10 +129,12 @@ async def _awaited(awaitable):
 
 
 def _checked_success(result) -> Outcome:
-    """A success, or, for a return value that is not JSON, a failure recording a ``TypeError``
-    (what Django Tasks record): no retry returns another value."""
+    """A success, or, for a return value that is not JSON or is over ``JOBS_MAX_RESULT_BYTES``,
+    a failure recording a ``TypeError`` (what Django Tasks record): no retry returns another
+    value."""
     try:
         validate_json(result, "the task's return value")
+        check_result_size(result, "the task's return value")
     except PayloadError as exc:
         error = TypeError(str(exc))
         error.__cause__ = exc

@@ -57,6 +57,11 @@ def enqueues_a_bad_value():
 
 
 @task(max_attempts=5)
+def returns_text(length):
+    return "x" * length
+
+
+@task(max_attempts=5)
 def buggy():
     return {}["missing"]
 
