@@ -39,6 +39,7 @@ def check_settings(app_configs, **kwargs):
     errors = []
     whole_numbers = (
         "MAX_PAYLOAD_BYTES",
+        "MAX_RESULT_BYTES",
         "DEFAULT_MAX_ATTEMPTS",
         "CONCURRENCY",
         "BATCH_SIZE",
@@ -234,6 +235,7 @@ def _check_counts():
         "BATCH_SIZE": limits.MAX_BATCH_SIZE,
         "ASYNC_CONCURRENCY": limits.MAX_ASYNC_CONCURRENCY,
         "MAX_PAYLOAD_BYTES": limits.MAX_PAYLOAD_BYTES,
+        "MAX_RESULT_BYTES": limits.MAX_RESULT_BYTES,
         "DEFAULT_MAX_ATTEMPTS": INT_RANGES["max_attempts"][1],
         "MAX_TASKS_PER_CHILD": limits.MAX_TASKS_PER_CHILD,
         "MAX_SNOOZES": limits.MAX_COUNT,
@@ -241,7 +243,8 @@ def _check_counts():
     }
     # Below 1, or not whole, check_settings reports these already.
     reported_below = ("CONCURRENCY", "PRUNE_BATCH_SIZE", "PRUNE_MAX_BATCHES", "BATCH_SIZE",
-                      "ASYNC_CONCURRENCY", "MAX_PAYLOAD_BYTES", "DEFAULT_MAX_ATTEMPTS")  # fmt: skip
+                      "ASYNC_CONCURRENCY", "MAX_PAYLOAD_BYTES", "MAX_RESULT_BYTES",
+                      "DEFAULT_MAX_ATTEMPTS")  # fmt: skip
     for name, most in whole.items():
         value = getattr(jobs_settings, name)
         if value is None and name.endswith("_PER_CHILD"):

@@ -14,6 +14,8 @@ DEFAULTS = {
     "DEFAULT_PRIORITY": 0,
     "DEFAULT_MAX_ATTEMPTS": 3,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
+    # A task's return value, stored as JSON on its row: a larger one fails the task.
+    "MAX_RESULT_BYTES": 1024 * 1024,
     # Retry policy: delay = BACKOFF_BASE * BACKOFF_FACTOR ** (attempt - 1), capped, with jitter.
     "BACKOFF_BASE": 2.0,
     "BACKOFF_FACTOR": 2.0,

@@ -23,6 +23,7 @@ MAX_ASYNC_CONCURRENCY = 100_000  # coroutines of one child at a time
 MAX_BATCH_SIZE = 100_000  # rows per DELETE of the pruner
 # JOBS_MAX_PAYLOAD_BYTES: a task's arguments, stored as JSON; PostgreSQL's jsonb holds < 256 MiB.
 MAX_PAYLOAD_BYTES = 2**27  # 128 MiB
+MAX_RESULT_BYTES = 2**27  # JOBS_MAX_RESULT_BYTES: a return value, the same jsonb column
 MAX_COUNT = 10**9  # thresholds that count tasks (jobs_health --min-tasks)
 MAX_RETENTION_DAYS = 36_500  # jobs_prune --keep STATUS=DAYS; "forever" keeps them for ever
 MAX_RETENTION_SECONDS = MAX_RETENTION_DAYS * 86400  # JOBS_PRUNE_AFTER, the same hundred years

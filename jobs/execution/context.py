@@ -87,8 +87,11 @@ class TaskContext:
         the report that completes the work (``current >= total``) or is ``force``d always lands.
         Counts past 2,147,483,647 are scaled down together; the message is display text
         (``jobs.text.clean_text``: a NUL or surrogate becomes U+FFFD, past 255 characters
-        it is cut with "…").
+        it is cut with "…"). A message that is not a str is refused (``PayloadError``): it
+        would be stored as whatever ``str()`` made of it.
         """
+        if not isinstance(message, str):
+            raise PayloadError(f"A progress message must be a str, not {message!r:.60}.")
         task = self.task
         task.progress_current, task.progress_total = _progress_counts(current, total)
         done = task.progress_total is not None and task.progress_current >= task.progress_total

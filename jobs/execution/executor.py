@@ -38,9 +38,10 @@ from jobs.execution import finishing
 from jobs.execution.runnable import Runnable, runnable_for
 from jobs.models import Task
 from jobs.states import Status
-from jobs.tasks.payload import validate_json
+from jobs.tasks.payload import check_result_size, validate_json
 from jobs.tasks.registry import get_task
 from jobs.tasks.retry import GENERIC_FAILURE_MESSAGE, is_transient, user_message
+from jobs.text import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -128,10 +129,12 @@ async def _awaited(awaitable):
 
 
 def _checked_success(result) -> Outcome:
-    """A success, or, for a return value that is not JSON, a failure recording a ``TypeError``
-    (what Django Tasks record): no retry returns another value."""
+    """A success, or, for a return value that is not JSON or is over ``JOBS_MAX_RESULT_BYTES``,
+    a failure recording a ``TypeError`` (what Django Tasks record): no retry returns another
+    value."""
     try:
         validate_json(result, "the task's return value")
+        check_result_size(result, "the task's return value")
     except PayloadError as exc:
         error = TypeError(str(exc))
         error.__cause__ = exc
@@ -188,7 +191,13 @@ def outcome_for_exception(task: Task, exc: BaseException, runnable: Runnable | N
     Never raises: if the task's own policy (a ``transient`` check, a backoff) fails on ``exc``,
     the attempt fails, with ``exc`` recorded.
     """
-    if isinstance(exc, UnknownTaskError | PayloadError):
+    if isinstance(exc, PayloadError):
+        # A value jobs refused (an enqueue, a progress report in the task's body): the same
+        # value would be refused again, so permanent, and the person reads what is wrong. It
+        # is recorded as itself, so the operator reads its real class and its traceback.
+        record = ErrorRecord.from_exception(exc, clean_text(str(exc)), False)
+        return Outcome(FAILED, error=replace(record, permanent=True))
+    if isinstance(exc, UnknownTaskError):
         # Not the task's fault and not curable by waiting: say what is wrong, plainly.
         exc = PermanentError(str(exc), detail=str(exc))
     try:

@@ -149,6 +149,17 @@ def _flat_ints_fit(args, kwargs) -> bool:
     )
 
 
+def check_result_size(result, what: str) -> None:
+    """Refuse a JSON ``result`` whose text is over ``JOBS_MAX_RESULT_BYTES`` (PayloadError)."""
+    limit = jobs_settings.MAX_RESULT_BYTES
+    size = len(compact_json(result))  # ASCII only: its length is its size in bytes
+    if size > limit:
+        raise PayloadError(
+            f"{what[0].upper()}{what[1:]} is {size:,} bytes, over the limit of {limit:,} "
+            "(JOBS_MAX_RESULT_BYTES). Store large data elsewhere and return its id."
+        )
+
+
 def flat_text(args, kwargs, path: str = "", *, limit: int | None = None) -> str:
     """The JSON text of flat arguments (see ``is_flat``), checked; PayloadError if refused."""
     if not _flat_ints_fit(args, kwargs):

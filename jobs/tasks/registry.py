@@ -9,7 +9,7 @@ the worker, schedules and the admin find it again. Free of jobs' models (see
 import contextlib
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import import_string
 
@@ -59,6 +59,8 @@ def task(
     unique_for: float | timedelta | None = None,
     on_duplicate: str | None = None,
     expires_in: float | timedelta | None = None,
+    run_after: Any = None,
+    delay: Any = None,
 ):
     """Declare a task; use as ``@task`` or ``@task(queue="emails", max_attempts=5, ...)``.
 
@@ -73,7 +75,11 @@ def task(
     duplicate does; ``expires_in``: a task not started within that many seconds of its enqueue
     never starts (all in docs/howto/flow-control.md). A priority is from -100 to
     100, as in Django; ``queue`` and ``queue_name`` (Django's word) are the same option.
+    ``run_after`` and ``delay`` are refused: when a task is due is an option of one call.
     """
+    for option, value in (("run_after", run_after), ("delay", delay)):
+        if value is not None:
+            raise when_is_per_call(option)
     if queue is not None and queue_name is not None and queue != queue_name:
         raise ValueError("Pass either queue or queue_name (the same option), not both.")
     queue = queue or queue_name
@@ -128,3 +134,14 @@ def get_task(name: str) -> "JobsTask":
 
 def registered_names() -> list[str]:
     return sorted(_registry)
+
+
+def when_is_per_call(option):
+    """The error for ``@jobs.task(run_after=...)``: a due time belongs to one call, not to
+    every call the declaration makes (a fixed datetime would soon be in the past)."""
+    from jobs.tasks.definition import TaskOptionError  # a cycle: it imports this module
+
+    return TaskOptionError(
+        f"{option} is an option of one call, not of the task's declaration: pass it when "
+        f"enqueueing, with my_task.using({option}=...).enqueue(...)."
+    )

@@ -52,6 +52,12 @@ def safe_link(url) -> str | None:
     return url
 
 
+CANCELLED_NOT_RETRIED = (
+    "A cancelled task cannot be retried here: enqueue it again, or ask an operator to retry it "
+    "in the admin."
+)
+
+
 def visible_task(user, task_id) -> Task:
     """Return the task ``task_id`` if ``user`` may see it; raise Http404 otherwise."""
     return owned.visible(
@@ -253,4 +259,8 @@ def _act(task: Task, user, action: str) -> tuple[bool, str]:
         outcome = transitions.cancel(task, by=user)
         ok = outcome is not transitions.CancelOutcome.REFUSED
         return ok, "Cancelled." if outcome is transitions.CancelOutcome.CANCELLED else "Cancelling…"
+    if action == "retry" and task.status == Status.CANCELLED:
+        # The status view retries failures only; the task's own "Cancelled." would read as if
+        # the retry had cancelled it. Running it again is the admin's call, or a new enqueue.
+        return False, CANCELLED_NOT_RETRIED
     return owned.refused(action, "task")

@@ -1,6 +1,7 @@
 """The workflow API: ``jobs.chain``, ``jobs.batch``, and actions on a workflow as a whole."""
 
 import logging
+import uuid
 from itertools import groupby
 
 from django.db import router, transaction
@@ -123,11 +124,12 @@ def batch(
 
 def cancel_workflow(workflow, *, by=None) -> transitions.CancelCounts:
     """Cancel a workflow as a whole: its waiting tasks and callbacks at once, its running ones
-    at their next checkpoint; it ends ``cancelled``, and no callback runs. ``by``: who asked."""
-    workflow_id = getattr(workflow, "pk", workflow)
+    at their next checkpoint; it ends ``cancelled``, and no callback runs. ``by``: who asked.
+    An id no workflow has (or one that is no UUID) raises ``Workflow.DoesNotExist``."""
+    workflow_id = _workflow_id(workflow)
     now = timezone.now()
     with transaction.atomic(using=router.db_for_write(Task)):
-        transitions.lock_workflow(workflow_id, now=now)
+        _lock_existing(workflow_id, now)
         transitions.cancel_workflow_record(workflow_id, now=now)
         counts = transitions.cancel_many(Task.objects.filter(workflow_id=workflow_id), by=by)
     logger.info("workflow cancelled workflow_id=%s tasks=%s", workflow_id, counts)
@@ -137,11 +139,12 @@ def cancel_workflow(workflow, *, by=None) -> transitions.CancelCounts:
 def retry_workflow(workflow) -> int:
     """Run a workflow's failed and cancelled members again (those that succeeded are kept);
     return how many. A batch's callbacks wait again, to run at its next completion as its new
-    outcome says; a chain's links after a retried one wait for it again."""
-    workflow_id = getattr(workflow, "pk", workflow)
+    outcome says; a chain's links after a retried one wait for it again. An id no workflow has
+    (or one that is no UUID) raises ``Workflow.DoesNotExist``."""
+    workflow_id = _workflow_id(workflow)
     now = timezone.now()
     with transaction.atomic(using=router.db_for_write(Task)):
-        transitions.lock_workflow(workflow_id, now=now)
+        _lock_existing(workflow_id, now)
         members = Task.objects.filter(
             workflow_id=workflow_id, workflow_role=settling.MEMBER, status__in=settling.ENDED_BADLY
         )
@@ -159,6 +162,23 @@ def retry_workflow(workflow) -> int:
         transitions.rearm_many(callbacks, now=now)
     logger.info("workflow retried workflow_id=%s members=%d", workflow_id, retried)
     return retried
+
+
+def _workflow_id(workflow) -> uuid.UUID:
+    """The id of ``workflow`` (a row or an id); a malformed id is as absent as an unknown one,
+    as for a task (``jobs.backends``' ``get_result``)."""
+    workflow_id = getattr(workflow, "pk", workflow)
+    try:
+        return workflow_id if isinstance(workflow_id, uuid.UUID) else uuid.UUID(str(workflow_id))
+    except ValueError:
+        raise Workflow.DoesNotExist(f"No workflow has the id {workflow_id!r:.80}.") from None
+
+
+def _lock_existing(workflow_id, now):
+    # The lock is the lookup: an action on a workflow that is not there must say so rather
+    # than count nothing done.
+    if not transitions.lock_workflow(workflow_id, now=now):
+        raise Workflow.DoesNotExist(f"No workflow has the id {str(workflow_id)!r}.")
 
 
 def _calls(calls, shape: str) -> list[Call]:

@@ -87,6 +87,20 @@ def test_permanent_error_fails_at_once_with_the_user_message_kept_apart():
     assert entry["permanent"] is True  # the owner is not offered a retry of the same input
 
 
+def test_a_payload_error_in_the_task_body_fails_at_once_recorded_as_itself():
+    tasks.enqueues_a_bad_value.enqueue()
+    task = run_next()
+    assert (task.status, task.attempts) == (Status.FAILED, 1)
+    assert task.last_error.startswith("args[0] is datetime.date datetime.date(2026, 1, 1)")
+    (entry,) = task.error_details
+    # The class the operator reads is what was raised, where it was raised; and not retried.
+    assert entry["exception"] == "jobs.exceptions.PayloadError"
+    assert entry["message"] == task.last_error
+    assert "add.enqueue(datetime.date(2026, 1, 1), 1)" in entry["traceback"]
+    assert entry["permanent"] is True
+    assert Task.objects.count() == 1  # nothing was enqueued by it
+
+
 def test_unexpected_errors_fail_at_once_with_a_generic_message_and_full_detail():
     tasks.buggy.enqueue()
     task = run_next()

@@ -212,6 +212,18 @@ def test_jobs_task_takes_queue_or_queue_name_and_djangos_takes_queue_name():
         jobs.task(name="custom")(module_level)
 
 
+@pytest.mark.parametrize("option", ["run_after", "delay"])
+def test_a_due_time_at_declaration_is_refused_saying_to_pass_it_per_call(option):
+    when = timezone.now() + timedelta(hours=1) if option == "run_after" else 30
+    with pytest.raises(TaskOptionError, match=rf"using\({option}=\.\.\.\)\.enqueue"):
+        jobs.task(**{option: when})(module_level)
+    with pytest.raises(TaskOptionError, match="option of one call"):
+        jobs.task(module_level, **{option: when})
+    # Django's @task passes run_after=None itself: Python refuses a second one before jobs runs.
+    with pytest.raises(TypeError, match="multiple values for keyword argument 'run_after'"):
+        django_task(run_after=timezone.now())(module_level)
+
+
 HOSTILE_USING = [
     {"max_attempts": 0},
     {"max_attempts": True},

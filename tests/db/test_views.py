@@ -176,6 +176,21 @@ def test_a_task_that_cannot_be_retried_is_refused_with_409(owner_client, owner):
     assert Task.objects.get(pk=succeeded.pk).status == Status.SUCCEEDED
 
 
+def test_retrying_a_cancelled_task_is_refused_saying_why_and_what_to_do(client, owner):
+    cancelled = TaskFactory(cancelled=True, owner=owner)
+    operator = staff("view_task", "retry_task", username="operator")
+    for user in (owner, operator):
+        client.force_login(user)
+        response = client.post(action_url(cancelled), {"action": "retry"})
+        assert response.status_code == 409
+        assert response.json()["action_message"] == (
+            "A cancelled task cannot be retried here: enqueue it again, or ask an operator to "
+            "retry it in the admin."
+        )
+        assert response.json()["can_retry"] is False
+    assert Task.objects.get(pk=cancelled.pk).status == Status.CANCELLED
+
+
 def test_the_owner_cancels_a_pending_task_at_once(owner_client, owner):
     task = TaskFactory(owner=owner)
     body = owner_client.post(action_url(task), {"action": "cancel"}).json()

@@ -246,6 +246,19 @@ def test_a_batch_cancelled_as_a_whole_runs_no_callback():
     assert effects() == []
 
 
+@pytest.mark.parametrize("action", [jobs.cancel_workflow, jobs.retry_workflow])
+@pytest.mark.parametrize(
+    "workflow_id", [uuid.uuid4(), str(uuid.uuid4()), "not-a-uuid", "a\x00b", "\ud800", 5, None]
+)
+def test_an_action_on_a_workflow_that_does_not_exist_says_so(action, workflow_id):
+    other = jobs.batch([wt.double.using(delay=3600).s(1)])
+    with pytest.raises(Workflow.DoesNotExist, match="No workflow has the id "):
+        action(workflow_id)
+    other.refresh_from_db()  # nothing else touched
+    assert other.status == Workflow.State.RUNNING
+    assert Task.objects.get(workflow=other).status == Status.PENDING
+
+
 def test_a_batch_of_no_members_has_succeeded_at_once():
     workflow = jobs.batch([], on_success=wt.callback.s("empty"), on_failure=wt.callback.s("no"))
     assert workflow.status == Workflow.State.SUCCEEDED

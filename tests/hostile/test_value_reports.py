@@ -133,6 +133,15 @@ def _raiser(message):
     return call
 
 
+@pytest.mark.parametrize("message", [5, 1.5, None, b"bytes", ["a"], {"a": 1}], ids=repr)
+def test_a_progress_message_that_is_not_text_is_refused_and_nothing_is_written(message):
+    task = running_task()
+    with pytest.raises(PayloadError, match="A progress message must be a str, not "):
+        TaskContext(task).progress(1, 2, message, force=True)
+    read = Task.objects.get(pk=task.pk)
+    assert (read.progress_current, read.progress_total, read.progress_message) == (0, None, "")
+
+
 def test_progress_past_the_column_keeps_its_ratio():
     task = running_task()
     TaskContext(task).progress(3_000_000_000, 6_000_000_000, "bytes", force=True)

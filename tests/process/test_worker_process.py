@@ -33,6 +33,30 @@ def test_burst_worker_runs_tasks_to_succeeded_retrying_and_failed(runworker):
     assert "outcome=failed error=jobs.exceptions.PermanentError" in done.stderr
 
 
+def test_a_result_over_the_limit_fails_its_task_for_good_and_the_worker_carries_on(runworker):
+    limit = 1024 * 1024  # JOBS_MAX_RESULT_BYTES' default
+    oversize = tasks.returns_text.enqueue(2 * limit).record
+    at_limit = tasks.returns_text.enqueue(limit - 2).record  # its two quotes make the limit
+    after = [tasks.record_effect.enqueue(f"after{i}").record for i in range(5)]
+
+    done = runworker("--burst", "--concurrency", "1")
+
+    assert done.returncode == 0, done.stderr
+    oversize.refresh_from_db()
+    assert (oversize.status, oversize.attempts, oversize.result) == (Status.FAILED, 1, None)
+    assert oversize.last_error == (
+        "The task's return value is 2,097,154 bytes, over the limit of 1,048,576 "
+        "(JOBS_MAX_RESULT_BYTES). Store large data elsewhere and return its id."
+    )
+    assert oversize.error_details[-1]["permanent"] is True  # no retry returns a smaller one
+    assert len(Task.objects.get(pk=at_limit.pk).result) == limit - 2
+    assert Task.objects.get(pk=at_limit.pk).status == Status.SUCCEEDED
+    assert set(
+        Task.objects.filter(pk__in=[t.pk for t in after]).values_list("status", flat=True)
+    ) == {Status.SUCCEEDED}
+    assert SideEffect.objects.count() == 5
+
+
 def test_worker_serves_only_its_queues_and_by_priority(runworker):
     tasks.record_effect.enqueue("default-queue")
     tasks.on_priority_queue.enqueue("priority-queue")

@@ -49,6 +49,19 @@ def bad_file():
 
 
 @task(max_attempts=5)
+def enqueues_a_bad_value():
+    """Enqueue another task with a datetime argument: jobs refuses it with a PayloadError."""
+    import datetime
+
+    add.enqueue(datetime.date(2026, 1, 1), 1)
+
+
+@task(max_attempts=5)
+def returns_text(length):
+    return "x" * length
+
+
+@task(max_attempts=5)
 def buggy():
     return {}["missing"]
 

@@ -19,6 +19,9 @@ def test_defaults_pass():
     [
         ("JOBS_CONCURRENCY", 0, "JOBS_CONCURRENCY must be a whole number of at least 1, got 0"),
         ("JOBS_MAX_PAYLOAD_BYTES", "big", "JOBS_MAX_PAYLOAD_BYTES must be a whole number"),
+        ("JOBS_MAX_RESULT_BYTES", 0, "JOBS_MAX_RESULT_BYTES must be a whole number of at least 1"),
+        ("JOBS_MAX_RESULT_BYTES", "1MB", "JOBS_MAX_RESULT_BYTES must be a whole number"),
+        ("JOBS_MAX_RESULT_BYTES", None, "JOBS_MAX_RESULT_BYTES must be a whole number"),
         ("JOBS_PRUNE_BATCH_SIZE", True, "JOBS_PRUNE_BATCH_SIZE must be a whole number"),
         ("JOBS_LEASE_SECONDS", -1, "JOBS_LEASE_SECONDS must be a number of seconds above 0"),
         ("JOBS_POLL_INTERVAL", "1s", "JOBS_POLL_INTERVAL must be a number of seconds above 0"),
@@ -40,6 +43,14 @@ def test_an_async_concurrency_past_the_limit_is_reported(settings):
     settings.JOBS_ASYNC_CONCURRENCY = 10**6
     errors = [error.msg for error in check_numeric_limits(None)]
     assert "JOBS_ASYNC_CONCURRENCY must be at most 100,000, got 1000000." in errors
+
+
+def test_a_result_limit_past_the_column_is_reported(settings):
+    from jobs.checks import check_numeric_limits
+
+    settings.JOBS_MAX_RESULT_BYTES = 2**28
+    errors = [error.msg for error in check_numeric_limits(None)]
+    assert "JOBS_MAX_RESULT_BYTES must be at most 134,217,728, got 268435456." in errors
 
 
 def test_checks_are_registered_with_django():
