@@ -46,6 +46,18 @@ class RedisServer:
         self.process.wait()
 
 
+# DEBUG: the worker logs each claim ("claimed count=..."), so a test can wait for its first one.
+IDLE_WORKER_ENV = {"JOBS_POLL_INTERVAL": "5", "JOBS_LOG_LEVEL": "DEBUG"}
+
+
+def start_idle_worker(start_worker, url):
+    """A worker on ``url`` with a long poll, returned once its first claim is made (it found
+    nothing): a task enqueued after is picked up by the broker's message, not by that claim."""
+    worker = start_worker(env={"JOBS_TRANSPORT": url, **IDLE_WORKER_ENV})
+    wait_for(lambda: "claimed count=" in worker.output, timeout=30, message="its first claim")
+    return worker
+
+
 def _pings(client) -> bool:
     import redis
 
@@ -66,8 +78,8 @@ def redis_server(tmp_path):
 def test_broker_wakes_worker_and_a_restart_loses_nothing(redis_server, start_worker, settings):
     settings.JOBS_TRANSPORT = redis_server.url
     # A long poll: a pickup within it came from the broker.
-    start_worker(env={"JOBS_TRANSPORT": redis_server.url, "JOBS_POLL_INTERVAL": "5"})
-    time.sleep(3)  # the worker's first claim, and its consumer group, are in place
+    # Its consumer group needs no wait: made from id 0, it reads what came before it too.
+    start_idle_worker(start_worker, redis_server.url)
     first = tasks.record_effect.enqueue("via-broker").record
     started = time.monotonic()
     wait_for(lambda: Task.objects.get(pk=first.pk).status == Status.SUCCEEDED, timeout=10)
@@ -99,8 +111,7 @@ def test_duplicated_and_stale_messages_change_nothing(redis_server, start_worker
     settings.JOBS_TRANSPORT = redis_server.url
     cancelled = tasks.record_effect.enqueue("cancelled", run_after=3600).record
     cancel(Task.objects.filter(pk=cancelled.pk))
-    start_worker(env={"JOBS_TRANSPORT": redis_server.url, "JOBS_POLL_INTERVAL": "5"})
-    time.sleep(3)
+    start_idle_worker(start_worker, redis_server.url)
     done = tasks.record_effect.enqueue("once").record
     wait_for(lambda: Task.objects.get(pk=done.pk).status == Status.SUCCEEDED, timeout=10)
     client = redis.Redis.from_url(redis_server.url)
