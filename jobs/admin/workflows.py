@@ -169,7 +169,10 @@ class WorkflowAdmin(admin.ModelAdmin):
         running = queryset.filter(status=Workflow.State.RUNNING)
         done = cancelled = 0
         for workflow in running:
-            counts = api.cancel_workflow(workflow, by=request.user)
+            try:
+                counts = api.cancel_workflow(workflow, by=request.user)
+            except Workflow.DoesNotExist:  # pruned since the page was drawn: nothing to cancel
+                continue
             done, cancelled = done + 1, cancelled + counts.cancelled + counts.requested
         skipped = queryset.count() - done
         text = ngettext(
@@ -186,7 +189,10 @@ class WorkflowAdmin(admin.ModelAdmin):
         finished = queryset.exclude(status__in=[Workflow.State.RUNNING, Workflow.State.SUCCEEDED])
         done = retried = 0
         for workflow in finished:
-            n = api.retry_workflow(workflow)
+            try:
+                n = api.retry_workflow(workflow)
+            except Workflow.DoesNotExist:  # pruned since the page was drawn: nothing to retry
+                continue
             done, retried = done + (1 if n else 0), retried + n
         skipped = queryset.count() - done
         text = ngettext(
