@@ -125,6 +125,15 @@ def test_a_vhost_that_does_not_exist_polls_and_enqueue_commits(start_worker, set
     wait_for(lambda: "broker unreachable, polling meanwhile" in worker.output, timeout=10)
 
 
+def test_the_start_line_names_the_broker_without_its_password(vhost, runworker):
+    done = runworker("--burst", env={"JOBS_TRANSPORT": vhost.url})
+    assert done.returncode == 0, done.stderr
+    [start] = [line for line in done.stderr.splitlines() if "worker started" in line]
+    masked = f"amqp://guest:***@127.0.0.1:5672/{vhost.name}"
+    assert start.endswith(f" transport=rabbitmq broker={masked}"), start
+    assert "guest:guest" not in done.stderr
+
+
 def test_a_bad_url_is_a_check_error_at_start(runworker):
     result = runworker("--burst", env={"JOBS_TRANSPORT": "amqp://guest@127.0.0.1:port/"})
     assert result.returncode != 0

@@ -33,6 +33,13 @@ def test_burst_worker_runs_tasks_to_succeeded_retrying_and_failed(runworker):
     assert "outcome=failed error=jobs.exceptions.PermanentError" in done.stderr
 
 
+def test_the_start_line_names_the_database_transport(runworker):
+    done = runworker("--burst")
+    assert done.returncode == 0, done.stderr
+    [start] = [line for line in done.stderr.splitlines() if "worker started" in line]
+    assert start.endswith(" transport=database"), start
+
+
 def test_worker_serves_only_its_queues_and_by_priority(runworker):
     tasks.record_effect.enqueue("default-queue")
     tasks.on_priority_queue.enqueue("priority-queue")
