@@ -72,9 +72,31 @@ def check_settings(app_configs, **kwargs):
 
 
 def check_transport():
-    """jobs.E050: JOBS_TRANSPORT names no transport, its URL is bad, or its client is missing.
+    """jobs.E050: JOBS_TRANSPORT names no transport, its URL is bad, or its client is missing;
+    jobs.E051: its dict form has a key jobs does not read (a typo would be ignored).
 
     Messages show the URL without its password, as the transports' log lines do."""
+    return _unknown_transport_keys() + _transport_problems()
+
+
+def _unknown_transport_keys():
+    setting = jobs_settings.TRANSPORT
+    if not isinstance(setting, dict):
+        return []
+    allowed = ", ".join(transports.SETTING_KEYS)
+    return [
+        checks.Error(
+            f"JOBS_TRANSPORT has the key {key!r:.80}, which jobs does not read; "
+            f"the keys allowed are {allowed}.",
+            hint="A misspelt key is ignored: correct it, or remove it.",
+            id="jobs.E051",
+        )
+        for key in setting
+        if key not in transports.SETTING_KEYS
+    ]
+
+
+def _transport_problems():
     try:
         backend, url = transports.parse(jobs_settings.TRANSPORT)
     except ValueError as exc:
@@ -113,9 +135,11 @@ def check_transport():
 def _redacted(message: str) -> str:
     """``message`` with the password of JOBS_TRANSPORT's URL (string or dict form) masked."""
     setting = jobs_settings.TRANSPORT
-    url = setting.get("URL") if isinstance(setting, dict) else setting
-    if isinstance(url, str) and redact(url) != url:
-        message = message.replace(url, redact(url))
+    # Every value of the dict: a URL under a misspelt key (``jobs.E051``) is printed by E050.
+    urls = list(setting.values()) if isinstance(setting, dict) else [setting]
+    for url in urls:
+        if isinstance(url, str) and redact(url) != url:
+            message = message.replace(url, redact(url))
     return message
 
 

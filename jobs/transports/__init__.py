@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 
 SCHEMES = {"redis": ("redis://", "rediss://", "unix://"), "rabbitmq": ("amqp://", "amqps://")}
 CLIENTS = {"redis": ("redis", "redis-py"), "rabbitmq": ("pika", "pika")}  # module, package
+SETTING_KEYS = ("BACKEND", "URL")  # what the dict form may set; ``jobs.E051`` reports the rest
 
 _publishers: dict[tuple[str, str], object] = {}
 _unusable: set[tuple[str, str]] = set()  # URLs whose client refused them, logged once

@@ -41,6 +41,7 @@ from jobs.conf import jobs_settings
 from jobs.db import first_line, forget_queries, retry_on_database_error
 from jobs.models import Task
 from jobs.tasks.discovery import discover_task_modules
+from jobs.transports.base import redact
 from jobs.worker import session as session_proof
 from jobs.worker import warmup
 from jobs.worker.child import StopReason
@@ -157,9 +158,10 @@ class Worker:
             # and every later one is announced.
             self.listener.fileno()
             self._start_session()  # once the listener has proven (or not) its sessions kept
+            transport, broker = transports.backend()
             logger.info(
                 "worker started worker_id=%s queues=%s concurrency=%d burst=%s listen=%s "
-                "session_rescue=%s",
+                "session_rescue=%s transport=%s" + (" broker=%s" if broker else ""),
                 self.worker_id,
                 ",".join(
                     f"{q}:{self.queue_caps[q]}" if q in self.queue_caps else q for q in self.queues
@@ -169,6 +171,8 @@ class Worker:
                 self.burst,
                 self.listener.supported,
                 self.session is not None,
+                transport,
+                *([redact(broker)] if broker else []),
             )
             self._loop()
         finally:

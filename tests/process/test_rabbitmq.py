@@ -4,7 +4,9 @@ Deleting the vhost, or closing its connections, is the broker going away mid-run
 stopping the server other runs share (``rabbitmqctl``, run as root; ``.ci/ensure-rabbitmq``).
 """
 
+import os
 import shutil
+import signal
 import subprocess
 import time
 import uuid
@@ -13,7 +15,7 @@ import pytest
 
 from jobs.models import Task
 from jobs.states import Status
-from tests.conftest import wait_for
+from tests.conftest import WorkerProcess, wait_for
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
 
@@ -125,6 +127,15 @@ def test_a_vhost_that_does_not_exist_polls_and_enqueue_commits(start_worker, set
     wait_for(lambda: "broker unreachable, polling meanwhile" in worker.output, timeout=10)
 
 
+def test_the_start_line_names_the_broker_without_its_password(vhost, runworker):
+    done = runworker("--burst", env={"JOBS_TRANSPORT": vhost.url})
+    assert done.returncode == 0, done.stderr
+    [start] = [line for line in done.stderr.splitlines() if "worker started" in line]
+    masked = f"amqp://guest:***@127.0.0.1:5672/{vhost.name}"
+    assert start.endswith(f" transport=rabbitmq broker={masked}"), start
+    assert "guest:guest" not in done.stderr
+
+
 def test_a_bad_url_is_a_check_error_at_start(runworker):
     result = runworker("--burst", env={"JOBS_TRANSPORT": "amqp://guest@127.0.0.1:port/"})
     assert result.returncode != 0
@@ -196,3 +207,59 @@ def test_a_huge_burst_sends_at_most_64_messages_and_the_queue_is_bounded(vhost, 
         message="the queue at its bound",
     )
     connection.close()
+
+
+def test_the_broker_going_away_during_a_sigterm_grace_loses_nothing(
+    vhost, worker_env, tmp_path, runworker, settings
+):
+    """SIGTERM to the worker's whole group, then the vhost deleted (its connections closed)
+    within the grace: the running tasks still finish and are recorded, the worker exits within
+    its grace, and what it had not started waits for the next worker once the broker is back."""
+    settings.JOBS_TRANSPORT = vhost.url
+    grace = 30
+    env = {
+        **worker_env,
+        "JOBS_TRANSPORT": vhost.url,
+        "JOBS_POLL_INTERVAL": "5",
+        "JOBS_SHUTDOWN_GRACE": str(grace),
+    }
+    records = [tasks.sleep_then_effect.enqueue(f"grace-{i}", 8.0).record for i in range(6)]
+    worker = WorkerProcess(
+        ["--concurrency", "2"], env, tmp_path / "worker.log", start_new_session=True
+    )
+    deleted = False
+    try:
+        wait_for(
+            lambda: Task.objects.filter(status=Status.RUNNING).count() == 2,
+            timeout=30,
+            message="two tasks running",
+        )
+        running = set(Task.objects.filter(status=Status.RUNNING).values_list("pk", flat=True))
+        os.killpg(worker.process.pid, signal.SIGTERM)  # the supervisor and every child
+        stopped_at = time.monotonic()
+        vhost.delete()
+        deleted = True
+        # The tasks take 8 s: rabbitmqctl, slow to start on a busy machine, is done before them.
+        assert worker.process.poll() is None, "the worker was gone before the broker"
+        assert worker.wait(grace + 10) == 0, worker.output
+        assert time.monotonic() - stopped_at < grace, worker.output
+    finally:
+        worker.stop()
+        if deleted:
+            vhost.add()  # the broker back, whatever happened
+    output = (tmp_path / "worker.log").read_text()
+    assert "grace period over" not in output, output
+    rows = Task.objects.filter(pk__in=[record.pk for record in records])
+    assert not rows.filter(status=Status.RUNNING).exists()
+    finished = set(rows.filter(status=Status.SUCCEEDED).values_list("pk", flat=True))
+    assert running <= finished, output
+    assert set(SideEffect.objects.values_list("key", flat=True)) == {
+        record.args[0] for record in records if record.pk in finished
+    }
+    left = rows.exclude(pk__in=finished)
+    assert set(left.values_list("status", "attempts")) <= {(Status.PENDING, 0)}, output
+
+    done = runworker("--burst", env={"JOBS_TRANSPORT": vhost.url})
+    assert done.returncode == 0, done.stderr
+    assert set(rows.values_list("status", "attempts")) == {(Status.SUCCEEDED, 1)}
+    assert SideEffect.objects.count() == len(records)

@@ -57,6 +57,13 @@ def test_a_result_over_the_limit_fails_its_task_for_good_and_the_worker_carries_
     assert SideEffect.objects.count() == 5
 
 
+def test_the_start_line_names_the_database_transport(runworker):
+    done = runworker("--burst")
+    assert done.returncode == 0, done.stderr
+    [start] = [line for line in done.stderr.splitlines() if "worker started" in line]
+    assert start.endswith(" transport=database"), start
+
+
 def test_worker_serves_only_its_queues_and_by_priority(runworker):
     tasks.record_effect.enqueue("default-queue")
     tasks.on_priority_queue.enqueue("priority-queue")

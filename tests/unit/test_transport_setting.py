@@ -1,4 +1,5 @@
-"""JOBS_TRANSPORT: its forms, and jobs.E050 for a bad one; the message format of the brokers."""
+"""JOBS_TRANSPORT: its forms, jobs.E050 for a bad one and jobs.E051 for an unknown key of its
+dict form; the message format of the brokers."""
 
 import uuid
 
@@ -53,6 +54,32 @@ def test_bad_setting_is_E050(setting, settings):
     settings.JOBS_TRANSPORT = setting
     [error] = check_transport()
     assert error.id == "jobs.E050"
+
+
+@pytest.mark.parametrize(
+    "key", ["URLL", "url", "STREAM", "strem", "", "X\x00Y", "\ud800", 5, ("URL",), "K" * 10_000]
+)
+def test_an_unknown_key_of_the_dict_form_is_E051(key, settings):
+    settings.JOBS_TRANSPORT = {"BACKEND": "redis", "URL": "redis://h:6379/0", key: "x"}
+    [error] = check_transport()
+    assert error.id == "jobs.E051"
+    assert repr(key)[:80] in error.msg
+    assert "BACKEND, URL" in error.msg
+    assert len(error.msg) < 300
+
+
+def test_a_misspelt_url_key_is_reported_with_what_it_breaks(settings):
+    """The typo explains the E050 that follows it: both are reported, the password masked."""
+    settings.JOBS_TRANSPORT = {"BACKEND": "rabbitmq", "URLL": "amqp://u:S3cret@h/"}
+    errors = check_transport()
+    assert [error.id for error in errors] == ["jobs.E051", "jobs.E050"]
+    assert "'URLL'" in errors[0].msg
+    assert all("S3cret" not in error.msg for error in errors)
+
+
+def test_every_unknown_key_is_named(settings):
+    settings.JOBS_TRANSPORT = {"BACKEND": "database", "strem": 1, "urll": 2}
+    assert [error.msg.split("'")[1] for error in check_transport()] == ["strem", "urll"]
 
 
 def test_rabbitmq_timeouts_are_bounded_unless_the_url_says():
