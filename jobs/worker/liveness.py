@@ -17,8 +17,9 @@ row, proves its session gone; ``jobs.transitions.rescue_dead`` checks both again
 row's lock.
 
 Every worker watches the others (``PeerWatch``, from its main loop every ``CHECK_INTERVAL``,
-or ``SESSION_CHECK_INTERVAL`` when it watches sessions): one query for the rows of live workers
-of its boot and pid namespace and a /proc read for each, one for the keys of the others, and
+or ``SESSION_CHECK_INTERVAL`` when it watches sessions): a /proc read for each live worker of
+its boot and pid namespace (their rows read every PEERS_REFRESH_SECONDS, and at each look while
+one is suspected), one query for the keys of the others, and
 ``rescue_dead`` for those confirmed dead, so the tasks of a SIGKILLed worker run again within
 about a second (same host) or two (another) instead of after their lease.
 """
@@ -47,6 +48,10 @@ CHECK_INTERVAL = 0.5  # seconds between two looks at the other workers of this h
 # first seen free, and the first sighting must come soon for a rescue within 2 s.
 SESSION_CHECK_INTERVAL = 0.25
 DEATH_CONFIRM_SECONDS = 0.4
+# How long the list of this host's live workers is trusted between two reads of it, while none
+# of them looks dead: each look reads /proc, the database only this often (and at every look
+# while one is suspected, so that a death is confirmed on a fresh row).
+PEERS_REFRESH_SECONDS = 5.0
 # /proc/PID/stat field 22 (starttime, clock ticks since boot); field 3 is the state.
 STARTTIME_FIELD = 22
 STATE_FIELD = 3
@@ -191,6 +196,10 @@ class Suspects:
             return False
         return now >= first[0] + self.confirm_seconds  # as next_at reckons it
 
+    def __bool__(self) -> bool:
+        """Whether any worker is suspected now."""
+        return bool(self._first)
+
     def keep_only(self, worker_ids):
         """Forget the workers no longer listed (stopped, rescued, removed)."""
         for worker_id in set(self._first) - set(worker_ids):
@@ -218,6 +227,8 @@ class PeerWatch:
         self._pids = Suspects(DEATH_CONFIRM_SECONDS)
         self._keys = Suspects(FREE_CONFIRM_SECONDS)
         self._next_check = clock() + self.interval  # the first, once the worker is up
+        self._peers: dict[str, tuple[int, int, object]] | None = None  # as last read
+        self._peers_read_until = -INF
 
     def next_at(self) -> float:
         """When (``clock`` time) the next check is due; never, with nothing to judge by."""
@@ -237,6 +248,7 @@ class PeerWatch:
             )
             if not dead:
                 return 0
+            self._peers = None  # the rescue removes their rows: read them again next time
             logger.warning(
                 "workers found dead worker_ids=%s by=%s",
                 ",".join(sorted(dead)),
@@ -254,7 +266,7 @@ class PeerWatch:
     def _look(self, now: float) -> tuple[list[str], dict]:
         """One look at the others: the ids proven dead, and for those proven by their session
         the (key, heartbeat) seen free, for ``rescue_dead`` to check again under a lock."""
-        local = self._local_peers()
+        local = self._local_peers(now)
         dead = []
         for wid, (pid, start, children) in local.items():
             gone = looks_dead(pid, start, self._proc) and children_dead(children, self._proc)
@@ -272,7 +284,22 @@ class PeerWatch:
             self._keys.keep_only(peer[0] for peer in peers)
         return [*dead, *sessions], sessions
 
-    def _local_peers(self) -> dict[str, tuple[int, int, object]]:
+    def _local_peers(self, now: float) -> dict[str, tuple[int, int, object]]:
+        """The live workers of this host: ``{id: (pid, start time, children)}``, read from the
+        database every PEERS_REFRESH_SECONDS, or at once while one of them is suspected.
+
+        Read at every look, 16 workers of one host made about 30 queries a second between
+        them, the supervisor's loop waiting for each: a fleet of 16 drained at half the rate
+        it had before the watch. A worker registered since the last read is watched from the
+        next (its tasks rescued within PEERS_REFRESH_SECONDS more, or by its lease); one that
+        stopped since is suspected at most once, and the fresh read drops it.
+        """
+        if self._peers is None or self._pids or now >= self._peers_read_until:
+            self._peers = self._read_local_peers()
+            self._peers_read_until = now + PEERS_REFRESH_SECONDS
+        return self._peers
+
+    def _read_local_peers(self) -> dict[str, tuple[int, int, object]]:
         here = self._here
         if here is None:
             return {}

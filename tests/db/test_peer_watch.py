@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from django.utils import timezone
 
 from jobs.models import Worker
 from jobs.states import Status
@@ -134,3 +135,67 @@ def test_a_worker_that_cannot_be_judged_here_is_left_to_its_lease(fields):
     task.refresh_from_db()
     assert task.status == Status.RUNNING
     assert Worker.objects.filter(pk=dead.pk).exists()
+
+
+def reads_of_peers(watch, now, at):
+    """How many times the workers table was read by the looks at each time of ``at``."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        for moment in at:
+            now[0] = moment
+            watch.check_if_due()
+    return sum(Worker._meta.db_table in query["sql"] for query in queries.captured_queries)
+
+
+def test_the_rows_are_read_once_per_refresh_while_nobody_looks_dead():
+    peer(os.getpid(), liveness.own_start_time())
+    now = [0.0]
+    watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
+    step = liveness.CHECK_INTERVAL
+    within = [step * n for n in range(1, int(liveness.PEERS_REFRESH_SECONDS / step) + 1)]
+    assert len(within) >= 5
+    assert reads_of_peers(watch, now, within) == 1  # every look read /proc, one the rows
+    assert reads_of_peers(watch, now, [within[0] + liveness.PEERS_REFRESH_SECONDS]) == 1
+
+
+def test_a_worker_registered_after_the_read_is_judged_from_the_next_read():
+    now = [0.0]
+    watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
+    now[0] = liveness.CHECK_INTERVAL  # the first look is due
+    assert watch.check_if_due() == 0  # nobody else yet: the list read is empty
+    pid, start = dead_pid_and_start()
+    task = TaskFactory(running=True, worker_id=peer(pid, start).pk)
+    now[0] += liveness.CHECK_INTERVAL
+    assert watch.check_if_due() == 0  # not in the list read yet
+    assert not watch._pids
+    now[0] = liveness.CHECK_INTERVAL + liveness.PEERS_REFRESH_SECONDS
+    assert watch.check_if_due() == 0  # read again: a suspect
+    now[0] = watch.next_at()
+    assert watch.check_if_due() == 1
+    task.refresh_from_db()
+    assert task.status == Status.RETRYING
+
+
+def test_a_worker_that_stopped_since_the_read_is_dropped_not_rescued(caplog):
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stat = liveness.read_stat(process.pid)
+    assert stat is not None
+    row = peer(process.pid, stat.start_time)
+    now = [0.0]
+    watch = liveness.PeerWatch("me", retry=direct, clock=lambda: now[0])
+    now[0] = liveness.CHECK_INTERVAL  # the first look is due
+    assert watch.check_if_due() == 0  # alive, and the list is kept
+    process.kill()
+    process.wait()
+    Worker.objects.filter(pk=row.pk).update(stopped_at=timezone.now())  # a clean stop
+    now[0] += liveness.CHECK_INTERVAL
+    assert watch.check_if_due() == 0  # the kept row: its pid is gone, a suspect
+    assert watch._pids
+    now[0] = watch.next_at()
+    with caplog.at_level("WARNING", logger="jobs.worker.liveness"):
+        assert watch.check_if_due() == 0  # read afresh to confirm: stopped, so dropped
+    assert not watch._pids
+    assert "found dead" not in caplog.text
+    assert Worker.objects.filter(pk=row.pk).exists()

@@ -15,6 +15,7 @@ from jobs import transitions
 from jobs.models import Worker
 from jobs.states import Status
 from jobs.worker import liveness, session
+from tests.conftest import wait_for
 from tests.factories import TaskFactory, WorkerFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -39,6 +40,23 @@ def holder(key):
     return other
 
 
+def end_session(other, key):
+    """Close ``other`` and wait until the server has let its lock go: a backend ends after its
+    client has closed, and a look before that still sees the key held."""
+    other.close()
+    wait_for(lambda: not key_held(key), timeout=10, interval=0.01, message="the session to end")
+
+
+def key_held(key):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s",
+            [key],
+        )
+        return cursor.fetchone()[0] > 0
+
+
 def watch_at(now):
     return liveness.PeerWatch("me", retry=direct, sessions=True, clock=lambda: now[0])
 
@@ -53,7 +71,7 @@ def test_a_held_key_is_alive_and_a_free_one_is_dead_after_two_looks():
     for _ in range(3):
         assert watch.check_if_due() == 0  # held: alive
         now[0] += 1.0
-    other.close()  # the session ends, the lock with it
+    end_session(other, key)  # the session ends, the lock with it
     assert watch.check_if_due() == 0  # free once: a suspect
     assert watch.next_at() == now[0] + liveness.SESSION_CHECK_INTERVAL
     now[0] += session.FREE_CONFIRM_SECONDS / 2
@@ -77,7 +95,7 @@ def test_a_new_key_or_a_newer_heartbeat_between_the_looks_keeps_the_worker():
     Worker.objects.filter(pk=row.pk).update(session_key=new_key)  # re-keyed in time
     now[0] += 2 * session.FREE_CONFIRM_SECONDS
     assert watch.check_if_due() == 0
-    other.close()
+    end_session(other, new_key)
     assert watch.check_if_due() == 0  # the new key free: suspect again, from scratch
     Worker.objects.filter(pk=row.pk).update(last_heartbeat_at=timezone.now())
     now[0] += 2 * session.FREE_CONFIRM_SECONDS
