@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from jobs import sql
@@ -27,9 +27,14 @@ def test_a_claim_that_waited_for_the_writer_is_stamped_after_its_commit():
     other_writer = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
     other_writer.execute("BEGIN IMMEDIATE")
     claimed = []
-    claimer = threading.Thread(
-        target=lambda: claimed.extend(helpers.claim("w1", 1, lease_seconds=30))
-    )
+
+    def claim_in_a_thread():
+        try:
+            claimed.extend(helpers.claim("w1", 1, lease_seconds=30))
+        finally:
+            connections.close_all()  # the thread's own connection, not left to the collector
+
+    claimer = threading.Thread(target=claim_in_a_thread)
     claimer.start()
     time.sleep(0.3)  # the claim is waiting for the lock by now
     assert not claimed

@@ -219,8 +219,13 @@ def test_a_due_time_at_declaration_is_refused_saying_to_pass_it_per_call(option)
         jobs.task(**{option: when})(module_level)
     with pytest.raises(TaskOptionError, match="option of one call"):
         jobs.task(module_level, **{option: when})
-    # Django's @task passes run_after=None itself: Python refuses a second one before jobs runs.
-    with pytest.raises(TypeError, match="multiple values for keyword argument 'run_after'"):
+    # Django's own @task refuses it before jobs runs: the django-tasks backport because it
+    # passes run_after=None itself (a second one is a TypeError), Django 6 saying to use
+    # .using(run_after=...), as jobs does.
+    with pytest.raises(
+        TypeError,
+        match=r"multiple values for keyword argument 'run_after'|using\(run_after=\.\.\.\)",
+    ):
         django_task(run_after=timezone.now())(module_level)
 
 
