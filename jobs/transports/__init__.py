@@ -48,6 +48,8 @@ def parse(setting) -> tuple[str, str | None]:
                     + " or ".join(SCHEMES[backend])
                 )
             return backend, setting["URL"]
+        if backend in SCHEMES:
+            raise ValueError(f"JOBS_TRANSPORT {setting!r}: BACKEND {backend!r} needs a URL (text)")
         raise ValueError(
             f"JOBS_TRANSPORT {setting!r}: BACKEND must be 'database', 'redis' or 'rabbitmq' "
             "(with a URL)"

@@ -74,6 +74,7 @@ def test_a_misspelt_url_key_is_reported_with_what_it_breaks(settings):
     errors = check_transport()
     assert [error.id for error in errors] == ["jobs.E051", "jobs.E050"]
     assert "'URLL'" in errors[0].msg
+    assert "BACKEND 'rabbitmq' needs a URL" in errors[1].msg  # not "BACKEND must be ..."
     assert all("S3cret" not in error.msg for error in errors)
 
 
