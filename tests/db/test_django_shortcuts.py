@@ -364,5 +364,5 @@ def test_the_update_returning_ids_is_djangos_update_with_a_returning_clause():
     quote = connection.ops.quote_name
     assert returning == f"{quote('jobs_task')}.{quote('id')}"
     assert ran == [(head, params)]
-    moved = transitions._update_returning(states.REQUEUE, [task.pk], {}, timezone.now())
+    moved = transitions.base._update_returning(states.REQUEUE, [task.pk], {}, timezone.now())
     assert moved == [task.pk]

@@ -17,7 +17,7 @@ from jobs.models import Task
 from jobs.states import Status
 from jobs.tasks.definition import TaskOptionError
 from jobs.web.views import describe
-from tests.factories import UserFactory
+from tests.factories import TaskFactory, UserFactory
 from tests.helpers import claim, insert_many_rows, run_next
 from tests.testapp import tasks
 from tests.testapp.models import SideEffect
@@ -146,8 +146,8 @@ def test_expiry_is_one_statement_for_many_rows(no_success_receivers):
     tasks.add.using(expires_in=5).enqueue_many([(n, n) for n in range(50)])
     with CaptureQueriesContext(connection) as queries:
         assert transitions.expire_waiting(now=later(10)) == 50
-    # The UPDATE, then one read of the rows it moved that something waits for (jobs.workflows),
-    # through the index of finished rows by status and finish time.
+    # The UPDATE (returning the ids it moved), then one read of those rows that something waits
+    # for (jobs.workflows), by their ids.
     statements = [q["sql"] for q in queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
     assert len(statements) == 2, statements
     assert statements[0].startswith("UPDATE")
@@ -175,6 +175,27 @@ def test_expiry_sends_the_cancelled_signals_when_someone_listens(
     finally:
         signals.task_cancelled.disconnect(dispatch_uid="expiry-test")
     assert seen == [(task.pk, Status.CANCELLED)]
+
+
+def test_expiry_signals_only_the_rows_it_moved(django_capture_on_commit_callbacks):
+    """A row another round expired at the same instant (stamped with the same ``now`` and
+    message) is not taken for one this round moved."""
+    now = later(10)
+    other = TaskFactory(cancelled=True, finished_at=now, last_error=transitions.EXPIRED_MESSAGE)
+    Task.objects.filter(pk=other.pk).update(updated_at=now)
+    seen = []
+
+    def receiver(sender, task, **kwargs):
+        seen.append(task.pk)
+
+    signals.task_cancelled.connect(receiver, dispatch_uid="expiry-same-instant")
+    try:
+        task = tasks.add.using(expires_in=5).enqueue(1, 2).record
+        with django_capture_on_commit_callbacks(execute=True):
+            assert transitions.expire_waiting(now=now) == 1
+    finally:
+        signals.task_cancelled.disconnect(dispatch_uid="expiry-same-instant")
+    assert seen == [task.pk]
 
 
 def test_the_status_view_and_the_admin_say_expired(admin_client):
