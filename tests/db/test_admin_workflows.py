@@ -5,6 +5,7 @@ import pytest
 from django.urls import reverse
 
 import jobs
+from jobs import signals
 from jobs.models import Task, Workflow
 from jobs.states import Status
 from jobs.testing import drain
@@ -117,6 +118,38 @@ def test_the_action_messages_say_one_in_the_singular_and_two_in_the_plural(clien
     drain()
     html = act(client, "retry_workflows", *failed, finished).content.decode()
     assert "4 tasks of 2 workflows requeued; 1 skipped: nothing failed" in html
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("action", "signal", "traits", "said", "status"),
+    [
+        ("cancel_workflows", "task_cancelled", {}, "1 workflow cancelled (1 task)", "cancelled"),
+        ("retry_workflows", "task_requeued", {"failed": True}, "1 task of 1 workflow", "running"),
+    ],
+)
+def test_a_workflow_deleted_while_the_action_runs_is_skipped(
+    client, action, signal, traits, said, status
+):
+    """The selection was read, then one of its workflows was pruned before its turn: the action
+    goes on with the others and says what it did, no error page."""
+    client.force_login(staff("view_task", "cancel_task", "retry_task", username="operator"))
+    members = ["failed"] if traits else ["pending"]
+    first, second = (WorkflowFactory(members=members, **traits) for _ in range(2))
+
+    def prune_the_other(sender, task, **kwargs):
+        other = second if task.workflow_id == first.pk else first
+        Workflow.objects.filter(pk=other.pk).delete()
+
+    getattr(signals, signal).connect(prune_the_other, dispatch_uid="prune-the-other")
+    try:
+        response = act(client, action, first, second)
+    finally:
+        getattr(signals, signal).disconnect(dispatch_uid="prune-the-other")
+    assert response.status_code == 200
+    assert said in response.content.decode()
+    assert Workflow.objects.count() == 1
+    assert Workflow.objects.get().status == status
 
 
 def test_the_dashboard_counts_blocked_tasks_apart_from_waiting_ones(client):
