@@ -239,8 +239,9 @@ def check_numeric_limits(app_configs, **kwargs):
     jitter = jobs_settings.BACKOFF_JITTER
     if not limits.is_number(jitter) or not 0 <= jitter < 1:  # jobs.Backoff refuses 1
         error("BACKOFF_JITTER", "a fraction from 0 to below 1")
-    if not isinstance(jobs_settings.AUTO_PRUNE, bool):
-        error("AUTO_PRUNE", "True or False")
+    for name in ("AUTO_PRUNE", "LOG_EACH_SUCCESS"):
+        if not isinstance(getattr(jobs_settings, name), bool):
+            error(name, "True or False")
     keep, most = jobs_settings.HISTORY_KEEP_DAYS, limits.MAX_RETENTION_DAYS
     if not isinstance(keep, int) or isinstance(keep, bool) or not 1 <= keep <= most:
         error("HISTORY_KEEP_DAYS", f"a whole number of days from 1 to {most:,}")

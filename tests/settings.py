@@ -48,6 +48,8 @@ for _name in (
         globals()[f"JOBS_{_name}"] = float(os.environ[f"JOBS_{_name}"])
 if "JOBS_CHILD_CONNECTIONS" in os.environ:
     JOBS_CHILD_CONNECTIONS = int(os.environ["JOBS_CHILD_CONNECTIONS"])
+if "JOBS_LOG_EACH_SUCCESS" in os.environ:
+    JOBS_LOG_EACH_SUCCESS = {"1": True, "0": False}[os.environ["JOBS_LOG_EACH_SUCCESS"]]
 if "JOBS_SESSION_RESCUE" in os.environ:
     JOBS_SESSION_RESCUE = {"1": True, "0": False}[os.environ["JOBS_SESSION_RESCUE"]]
 JOBS_POLL_INTERVAL = float(os.environ.get("JOBS_POLL_INTERVAL", 0.2))

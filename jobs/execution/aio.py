@@ -90,6 +90,7 @@ async def run_async(
     defer_success: bool = False,
     hold_success: bool = False,
     notify_success: bool = False,
+    batch_line: bool = False,
 ) -> Outcome:
     """``executor.run`` for an async task on the running loop (see there and the module)."""
     with outside_event_loop():
@@ -100,5 +101,5 @@ async def run_async(
     with outside_event_loop():
         return executor.end(
             task, found, outcome, defer_success=defer_success, hold_success=hold_success,
-            notify_success=notify_success,
+            notify_success=notify_success, batch_line=batch_line,
         )  # fmt: skip

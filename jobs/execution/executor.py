@@ -333,7 +333,8 @@ def _only_hook(runnable: Runnable | None) -> bool:
 
 
 def run(task: Task, *, defer_success: bool = False, hold_success: bool = False,
-        notify_success: bool = False, runnable: Runnable | None = None) -> Outcome:  # fmt: skip
+        notify_success: bool = False, runnable: Runnable | None = None,
+        batch_line: bool = False) -> Outcome:  # fmt: skip
     """Execute and record one claimed task, with a log line at its start and its finish.
 
     With ``defer_success``, a success is not written here: ``outcome.deferred`` is set and the
@@ -344,6 +345,8 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False,
     ``notify_success`` and ``defer_success``, a success that only the task's own hook waits for
     (Django Tasks' ``task_finished``) is deferred with ``outcome.notify`` set: the caller has it
     recorded elsewhere and calls ``outcome.finish`` once told it is (``jobs.worker.batches``).
+    With ``batch_line``, a deferred success's line is at DEBUG: the caller logs one INFO line
+    for the deferred successes of its reply (``JOBS_LOG_EACH_SUCCESS`` off).
     ``runnable``: the task's, if the caller resolved it already. An async task is awaited here
     on a loop of its own (``jobs.execution.aio.run_async`` awaits it on the caller's, beside
     others).
@@ -352,7 +355,7 @@ def run(task: Task, *, defer_success: bool = False, hold_success: bool = False,
     if outcome is None:
         outcome = execute(task, runnable)
     return end(task, runnable, outcome, defer_success=defer_success, hold_success=hold_success,
-               notify_success=notify_success)  # fmt: skip
+               notify_success=notify_success, batch_line=batch_line)  # fmt: skip
 
 
 def begin(task: Task, runnable: Runnable | None = None) -> tuple[Runnable | None, Outcome | None]:
@@ -383,7 +386,8 @@ def begin(task: Task, runnable: Runnable | None = None) -> tuple[Runnable | None
 
 
 def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_success: bool,
-        hold_success: bool, notify_success: bool = False) -> Outcome:  # fmt: skip
+        hold_success: bool, notify_success: bool = False,
+        batch_line: bool = False) -> Outcome:  # fmt: skip
     """What ``run`` does once the task's code ran: record ``outcome`` (or defer or hold it), log."""
     attempt = task.attempts  # the attempt that ran (a snooze gives it back when recorded)
     if defer_success and outcome.kind == SUCCEEDED and _nothing_after_success(runnable):
@@ -403,6 +407,8 @@ def end(task: Task, runnable: Runnable | None, outcome: Outcome, *, defer_succes
         level = logging.ERROR
     elif outcome.error:
         level = logging.WARNING
+    elif batch_line and outcome.deferred:
+        level = logging.DEBUG  # its batch's line says it succeeded (jobs.worker.batches)
     else:
         level = logging.INFO
     # An error's class and message, as arguments (a log formatter quotes them); its

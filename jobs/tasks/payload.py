@@ -149,9 +149,24 @@ def _flat_ints_fit(args, kwargs) -> bool:
     )
 
 
+# The longest JSON text of a scalar result: a 64-bit int (20 characters) or a float's repr (24).
+_SCALAR_TEXT = 24
+_SCALAR_RESULTS = frozenset({type(None), bool, float})
+
+
 def check_result_size(result, what: str) -> None:
     """Refuse a JSON ``result`` whose text is over ``JOBS_MAX_RESULT_BYTES`` (PayloadError)."""
     limit = jobs_settings.MAX_RESULT_BYTES
+    # Most tasks return None, a number or a short string: their text cannot be over the limit,
+    # and encoding it only to measure it cost about 1 µs a task (the reply encodes it anyway).
+    kind = type(result)
+    if limit >= _SCALAR_TEXT and (
+        kind in _SCALAR_RESULTS
+        or (kind is int and MIN_INT <= result <= MAX_INT)
+        # A character is at most 12 bytes escaped (a pair of \\uXXXX), with the two quotes.
+        or (kind is str and 12 * len(result) + 2 <= limit)
+    ):
+        return
     size = len(compact_json(result))  # ASCII only: its length is its size in bytes
     if size > limit:
         raise PayloadError(

@@ -109,7 +109,7 @@ class AsyncRun:
             outcome = await aio.run_async(
                 task, runnable, timeout=running.deadline - running.started,
                 cancellation=running.cancellation, defer_success=True, hold_success=True,
-                notify_success=True,
+                notify_success=True, batch_line=self.runner.batch_line,
             )  # fmt: skip
         except asyncio.CancelledError:
             if not running.cancellation.requested:

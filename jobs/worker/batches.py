@@ -2,19 +2,31 @@
 
 The child process (``jobs.worker.child``) hands each batch the supervisor sends it to
 ``_BatchRunner``; a run of consecutive async tasks goes to ``jobs.worker.async_batch``.
+
+The quick successes a reply carries to the supervisor (deferred: no hook or receiver waits for
+them here) are logged in one INFO line with the reply, ``tasks succeeded count=… names=…``;
+each task's own ``task finished`` line is at DEBUG then. Every other outcome (failures, retries,
+snoozes, cancellations, held successes) keeps its INFO/WARNING/ERROR line. With
+``JOBS_LOG_EACH_SUCCESS`` on, every task has its own INFO line and no batch line is written:
+at a few thousand quick tasks a second, a line each cost a loaded worker half its throughput
+(``docs/performance.md``).
 """
 
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from typing import Any
 
+from jobs.conf import jobs_settings
 from jobs.execution import executor, finishing
 from jobs.states import Status
 from jobs.worker.async_batch import AsyncRun
 from jobs.worker.wire import NOTICE, NOTIFY, task_from_values
+
+logger = logging.getLogger(__name__)
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -52,6 +64,10 @@ class _BatchRunner:
         # The outcomes of the batch running not reported yet, and the time spent on them.
         self.results: list[list[Any]] = []
         self.busy = 0.0
+        # The deferred successes of those outcomes, for the reply's line: (name, id, duration).
+        self.succeeded: list[tuple[str, Any, float]] = []
+        self.batch_line = True  # JOBS_LOG_EACH_SUCCESS off, read at each batch
+        self.started = 0.0  # monotonic time the batch running started
         self.reported = 0.0  # monotonic time of the last reply
         self.loop: asyncio.AbstractEventLoop | None = None  # for async tasks, made on first use
 
@@ -60,8 +76,9 @@ class _BatchRunner:
         if "finished" in message or "refused" in message:  # the supervisor's notice first
             self.slot.start(number, NOTICE, time.monotonic())
             self.notified(message.get("finished", ()), message.get("refused", ()))
-        started = self.reported = time.monotonic()
-        self.results, self.busy = [], 0.0
+        started = self.started = self.reported = time.monotonic()
+        self.results, self.busy, self.succeeded = [], 0.0, []
+        self.batch_line = not jobs_settings.LOG_EACH_SUCCESS
         returned: list[int] = []
         index = 0
         while index < len(tasks):
@@ -87,7 +104,7 @@ class _BatchRunner:
             try:
                 result = _run_one(
                     index, task=task, runnable=runnable, retire=self._retire, held=self.held,
-                    awaiting=self.awaiting,
+                    awaiting=self.awaiting, succeeded=self._succeeded(),
                 )  # fmt: skip
             except BaseException:
                 # Not the task's doing (the executor keeps those): the child exits, and the
@@ -154,8 +171,13 @@ class _BatchRunner:
 
     def _entry(self, index: int, task, outcome) -> list | None:
         return _entry(
-            index, task, outcome, retire=self._retire, held=self.held, awaiting=self.awaiting
-        )
+            index, task, outcome, retire=self._retire, held=self.held, awaiting=self.awaiting,
+            succeeded=self._succeeded(),
+        )  # fmt: skip
+
+    def _succeeded(self) -> list | None:
+        """Where deferred successes go for the reply's line; None: each logs its own."""
+        return self.succeeded if self.batch_line else None
 
     def _retire(self, reason: str):
         """Run no further task here: the supervisor replaces this child after the reply."""
@@ -178,6 +200,24 @@ class _BatchRunner:
                 reply["recycle"] = self.recycle
                 reply["recycle_reason"] = self.recycle_reason
             self.conn.send_bytes(json.dumps(reply, separators=(",", ":")).encode())
+            if self.succeeded:
+                succeeded, self.succeeded = self.succeeded, []
+                _log_successes(number, succeeded, time.monotonic() - self.started)
+
+
+def _log_successes(number: int, succeeded: list[tuple[str, Any, float]], elapsed: float):
+    """One line for the deferred successes of a reply: how many, of which tasks, first and last
+    id (in the order they ran), the seconds they took, and since the batch started."""
+    names: dict[str, int] = {}
+    for name, _, _ in succeeded:
+        names[name] = names.get(name, 0) + 1
+    logger.info(
+        "tasks succeeded count=%d names=%s first_id=%s last_id=%s duration=%.3fs elapsed=%.3fs "
+        "batch=%d",
+        len(succeeded), ",".join(f"{name}:{count}" for name, count in names.items()),
+        succeeded[0][1], succeeded[-1][1], sum(duration for _, _, duration in succeeded),
+        elapsed, number,
+    )  # fmt: skip
 
 
 def _resolved(task) -> executor.Runnable | None:
@@ -189,7 +229,7 @@ def _resolved(task) -> executor.Runnable | None:
 
 
 def _run_one(index: int, values: dict | None = None, retire=None, held=None, *, task=None,
-             runnable=None, awaiting=None) -> list | None:  # fmt: skip
+             runnable=None, awaiting=None, succeeded=None) -> list | None:  # fmt: skip
     """Run one task; ``[index, outcome, result, finished_at]``, a result only if deferred.
 
     ``retire(reason)`` is called when this child should run no other task after it. Given a
@@ -197,25 +237,30 @@ def _run_one(index: int, values: dict | None = None, retire=None, held=None, *, 
     outcome)``, for the caller to record with others (``finishing.record_held``): None then.
     Given a dict ``awaiting`` too, a success that only the task's own hook waits for (Django
     Tasks' ``task_finished``) is reported ``notify``, for the supervisor to record, and kept
-    there by task id until its notice (``_BatchRunner.notified``).
+    there by task id until its notice (``_BatchRunner.notified``). Given a list ``succeeded``,
+    a deferred success logs its line at DEBUG and is added to it, ``(name, id, duration)``, for
+    the caller's line (``_log_successes``).
     """
     if task is None:
         assert values is not None, "a task or its row"
         task = task_from_values(values)
     outcome = executor.run(
         task, defer_success=True, hold_success=held is not None,
-        notify_success=awaiting is not None, runnable=runnable,
+        notify_success=awaiting is not None, runnable=runnable, batch_line=succeeded is not None,
     )  # fmt: skip
-    return _entry(index, task, outcome, retire, held, awaiting)
+    return _entry(index, task, outcome, retire, held, awaiting, succeeded)
 
 
-def _entry(index: int, task, outcome, retire=None, held=None, awaiting=None) -> list | None:
+def _entry(index: int, task, outcome, retire=None, held=None, awaiting=None,
+           succeeded=None) -> list | None:  # fmt: skip
     """What the supervisor is told of ``outcome`` (see ``_run_one``)."""
     if outcome.unsettled and retire is not None:
         retire(outcome.unsettled)
     if outcome.held and held is not None:
         held.append((index, task, outcome))
         return None
+    if outcome.deferred and succeeded is not None:
+        succeeded.append((task.name, task.pk, outcome.duration))
     if outcome.notify and awaiting is not None:
         awaiting[str(task.pk)] = (task, outcome)
         return [index, NOTIFY, outcome.result, time.time()]

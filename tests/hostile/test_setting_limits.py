@@ -122,6 +122,7 @@ ACCEPTED = {
     "TRANSPORT": {"none"},  # the database's own notifications
     "SESSION_RESCUE": {"none", "true"},  # on where the database allows it
     "AUTO_PRUNE": {"true"},
+    "LOG_EACH_SUCCESS": {"true"},
     "DEFAULT_QUEUE": {"text"},
 }
 
