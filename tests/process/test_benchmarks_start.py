@@ -94,3 +94,14 @@ def test_fleet_benchmark_reports_the_lock_waits_it_saw(worker_env, postgres_only
     assert done.returncode == 0, done.stderr[-3000:]
     assert "lock waits: claims, outcomes, others (samples)" in done.stdout, done.stdout
     assert "| workers | kind | lock | waiting statement | blocked by | waits |" in done.stdout
+
+
+def test_result_check_benchmark_runs(worker_env):
+    env = {key: value for key, value in worker_env.items() if key != "DJANGO_SETTINGS_MODULE"}
+    env.pop("SECRET_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/result_check.py", "--number", "100", "--runs", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "check_result_size(None): " in done.stdout, done.stdout
