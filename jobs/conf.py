@@ -3,9 +3,10 @@
 Every setting is named ``JOBS_<NAME>`` in the project's settings; ``jobs_settings.NAME`` reads it
 at its first use, falling back to the default below, and keeps the value: Django sends
 ``setting_changed`` whenever a setting changes (``override_settings``, pytest-django's
-``settings``), and the value kept is forgotten then. A setting left at its default cost about
+``settings``), and the values kept are forgotten then. A setting left at its default cost about
 2 µs a read otherwise (Django raises and catches an AttributeError each time), a few of them per
-task on the worker's path.
+task on the worker's path (``benchmarks/result_check.py``). Django sends nothing when a setting
+is deleted (pytest-django's ``del settings.X``): ``jobs_settings.forget()`` then.
 """
 
 from django.conf import settings
