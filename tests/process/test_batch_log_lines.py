@@ -34,13 +34,14 @@ def enqueue_mix():
     broken = tasks.bad_file.enqueue().record  # fails for good, amid the quick ones
     quick += [tasks.add.enqueue(n, 2).record for n in range(20)]
     flaky = tasks.always_transient.enqueue().record  # retrying
+    snoozer = tasks.snooze_with.enqueue(600).record  # snoozed, not due again in this burst
     quick.append(Task.objects.get(pk=django_tasks.multiply.enqueue(3, 4).id))  # Django's hook
     quick += [async_tasks.nap.enqueue(f"a{n}", 0).record for n in range(5)]  # the loop's path
-    return quick, broken, flaky
+    return quick, broken, flaky, snoozer
 
 
 def test_quick_successes_get_one_line_per_reply_and_the_failures_their_own(runworker):
-    quick, broken, flaky = enqueue_mix()
+    quick, broken, flaky, snoozer = enqueue_mix()
 
     done = runworker("--burst", "--concurrency", "1", env=BATCHED)
 
@@ -74,18 +75,19 @@ def test_quick_successes_get_one_line_per_reply_and_the_failures_their_own(runwo
     assert by_id[str(broken.pk)]["outcome"] == "failed"
     assert by_id[str(broken.pk)]["error"] == "jobs.exceptions.PermanentError"
     assert by_id[str(flaky.pk)]["outcome"] == "retrying"
-    assert set(by_id) == {str(broken.pk), str(flaky.pk)}
+    assert by_id[str(snoozer.pk)]["outcome"] == "snoozed"
+    assert set(by_id) == {str(broken.pk), str(flaky.pk), str(snoozer.pk)}
 
 
 def test_each_success_has_its_own_line_with_the_setting(runworker):
-    quick, broken, flaky = enqueue_mix()
+    quick, broken, flaky, snoozer = enqueue_mix()
 
     done = runworker("--burst", "--concurrency", "1", env={**BATCHED, "JOBS_LOG_EACH_SUCCESS": "1"})
 
     assert done.returncode == 0, done.stderr
     assert lines(done.stderr, "tasks succeeded") == []
     finished = {line["id"]: line for line in lines(done.stderr, "task finished")}
-    assert set(finished) == {str(t.pk) for t in [*quick, broken, flaky]}
+    assert set(finished) == {str(t.pk) for t in [*quick, broken, flaky, snoozer]}
     assert {finished[str(t.pk)]["outcome"] for t in quick} == {"succeeded"}
     assert finished[str(broken.pk)]["outcome"] == "failed"
 
