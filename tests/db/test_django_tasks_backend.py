@@ -105,3 +105,24 @@ def test_signals_are_sent(django_capture_on_commit_callbacks):
         task_finished.disconnect(handlers["finished"])
     assert [name for name, _ in seen] == ["enqueued", "started", "finished"]
     assert seen[-1][1] == TaskResultStatus.SUCCESSFUL
+
+
+def test_the_result_of_an_enqueue_has_the_task_as_get_result_builds_it():
+    """An enqueue as declared hands back the declared task itself (no copy made); one with
+    another priority or queue, or deferred, a copy with the row's values. Either way equal to
+    the task of ``get_result``, as Django's contract wants."""
+    declared = django_tasks.multiply
+    plain = declared.enqueue(2, 3)
+    assert plain.task is declared
+    assert plain.task == declared.get_result(plain.id).task
+    later = timezone.now() + timezone.timedelta(hours=1)
+    for task in (
+        declared.using(priority=7),
+        declared.using(queue_name="default", priority=-3),
+        declared.using(run_after=later),
+    ):
+        result = task.enqueue(1, 1)
+        assert result.task is not declared
+        assert result.task == declared.get_result(result.id).task
+        assert result.task.priority == task.priority
+        assert result.task.run_after == task.run_after
