@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.db.models import Count
 from django.db.models.base import ModelState
-from django.db.models.signals import post_init
+from django.db.models.signals import post_init, pre_init
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -207,6 +207,50 @@ def test_the_warm_up_formats_for_the_handlers_a_log_line_reaches_and_emits_nothi
     assert reached.stream.getvalue() == text + reached.terminator
     logging.getLogger("jobs.execution.executor").info("a line")  # the same handlers, emitting
     assert [bool(h.stream.getvalue()) for h in (reached, too_high, beyond)] == [True, False, False]
+
+
+def test_the_task_enqueue_returns_is_the_instance_django_reads_back():
+    """loaded_task (inserting.py), for enqueue's row: the __dict__ and _state of the row read
+    back, every default a fresh object of its own; with a pre_init or post_init receiver,
+    Model.from_db's way, so the receiver is called."""
+    owner = UserFactory()
+    made = [
+        tasks.add.using(owner=owner, summary="Sum", idempotency_key="k").enqueue(1, 2).record,
+        tasks.add.using(priority=3, delay=60).enqueue(3, 4).record,
+    ]
+    for task in made:
+        fetched = Task.objects.get(pk=task.pk)
+        for row in (task, fetched):
+            row._state.fields_cache  # noqa: B018 (made on first read)
+        assert type(task) is Task
+        assert task.created is True
+        own = {"_state", "created", "replaced"}  # what enqueue adds, and the state
+        assert {k: v for k, v in vars(task).items() if k not in own} == {
+            k: v for k, v in vars(fetched).items() if k not in own
+        }
+        assert task.owner == fetched.owner
+        lazy = {"fields_cache"}  # owner's cache: set where enqueue had the owner at hand
+        assert {k: v for k, v in vars(task._state).items() if k not in lazy} == {
+            k: v for k, v in vars(fetched._state).items() if k not in lazy
+        }
+        assert (task._state.db, task._state.adding) == ("default", False)
+        assert task.get_deferred_fields() == set()
+    assert made[0].error_details is not made[1].error_details  # fresh, not shared
+    assert made[0].steps is not made[1].steps
+    seen = []
+    for signal in (pre_init, post_init):
+        signal.connect(
+            lambda **kwargs: seen.append(kwargs),
+            sender=Task,
+            weak=False,
+            dispatch_uid="shortcut-guard",
+        )
+        try:
+            tasks.add.enqueue(5, 6)
+        finally:
+            signal.disconnect(sender=Task, dispatch_uid="shortcut-guard")
+    assert len(seen) == 2
+    assert seen[1]["instance"].payload == {"args": [5, 6], "kwargs": {}}
 
 
 def test_the_owner_given_to_enqueue_is_cached_on_the_task_it_returns(django_assert_num_queries):
