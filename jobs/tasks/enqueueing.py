@@ -303,11 +303,6 @@ def resolve_expires_at(expires_in=None, expires_at=None, *, due=None):
     return deadline
 
 
-_DEFAULTED = (
-    ("queue", "DEFAULT_QUEUE"),
-    ("priority", "DEFAULT_PRIORITY"),
-    ("max_attempts", "DEFAULT_MAX_ATTEMPTS"),
-)
 _SET_BY_ENQUEUE = frozenset(SET_BY_ENQUEUE)
 
 
@@ -325,6 +320,9 @@ def create_task(
     now = timezone.now()
     values = {
         "backend": "",
+        "queue": jobs_settings.DEFAULT_QUEUE,
+        "priority": jobs_settings.DEFAULT_PRIORITY,
+        "max_attempts": jobs_settings.DEFAULT_MAX_ATTEMPTS,
         "run_after": now,
         "expires_at": None,
         "status": Status.PENDING,
@@ -340,11 +338,6 @@ def create_task(
         "created_at": now,
         "updated_at": now,
     }
-    # The defaults only where the caller gave none (enqueue gives all three): a setting's read
-    # that finds no setting raises and catches an AttributeError in Django's settings.
-    for name, setting in _DEFAULTED:
-        if name not in values:
-            values[name] = getattr(jobs_settings, setting)
     values = check_fields(values)
     unknown = values.keys() - _SET_BY_ENQUEUE
     if unknown:
