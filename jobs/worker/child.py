@@ -192,21 +192,14 @@ class Child:
 
 
 def start_child(*, max_tasks: int | None, max_memory: int | None, close_fds=()) -> Child:
-    """Fork a child, with no database connection of the supervisor's used in it.
+    """Fork a child, with no database connection of the supervisor's leaking into it.
 
     ``close_fds`` are descriptors of the supervisor's (its pipes to other children, its LISTEN
     socket) that the child must not hold: a sibling holding a pipe open would keep a child
     from seeing the supervisor close it.
-
-    The supervisor keeps its main thread's connections open through the fork: the child sets
-    its copies aside before anything else (``_set_aside_inherited_connections``) and opens its
-    own. Closed and reopened at each fork instead, the supervisor's next query reconnected,
-    and Django's connect copied 2 to 3 MiB of the pages it shares with the children
-    (docs/performance.md, "The supervisor's first work before the fork"). The connections of
-    its other threads (the claim thread's) are closed before the fork
-    (``jobs.worker.claimer.Claimer.before_fork``): a thread's state is dropped in the child,
-    and its connection object with it, which would say goodbye on the supervisor's session.
     """
+    # A connection shared across fork would be closed under the parent's feet by the child.
+    connections.close_all()
     slot = Slot()
     # Move every object alive now out of the collector's reach: a child's collections would
     # otherwise write to them and copy the pages it shares with the supervisor.
@@ -249,7 +242,6 @@ def fork_quietly(fork):
 
 
 def _child_main(conn, slot, parent_pid, max_tasks, max_memory, close_fds):
-    _set_aside_inherited_connections()  # the supervisor's, open through the fork
     for fd in close_fds:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -291,7 +283,7 @@ def _ignore_signal(signum, frame):
     """SIGTERM and SIGINT in a child: the supervisor has them too, and stops the children."""
 
 
-_inherited_connections: list[Any] = []  # DB-API connections; see _set_aside_inherited_...
+_inherited_connections: list[Any] = []  # DB-API connections; see _after_fork_in_task
 
 
 def _after_fork_in_task():
@@ -306,17 +298,6 @@ def _after_fork_in_task():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     connection_slots.forget_in_fork()
-    _set_aside_inherited_connections()
-
-
-def _set_aside_inherited_connections():
-    """Drop, unused and unclosed, the connections a fork copied from the forking process.
-
-    Used or closed here, one would break the forking process's session (a close sends a
-    goodbye on it). Each is kept referenced for the life of the process (which ends with
-    ``os._exit``: no finalizer runs), its socket pointed at /dev/null, and Django opens a new
-    one the first time this process uses the database.
-    """
     for connection in connections.all(initialized_only=True):
         if connection.connection is None:
             continue
