@@ -153,10 +153,11 @@ class Worker:
             return 1
         try:
             warmup.warm_children_path()  # before the fork, so that what it warms stays shared
-            self.pool.start()
             # Listen before the first claim: a task enqueued in between is found by that claim,
             # and every later one is announced.
             self.listener.fileno()
+            self._first_bookkeeping()
+            self.pool.start()
             self._start_session()  # once the listener has proven (or not) its sessions kept
             transport, broker = transports.backend()
             logger.info(
@@ -178,6 +179,23 @@ class Worker:
         finally:
             self._shutdown()
         return 0
+
+    def _first_bookkeeping(self):
+        """The first round's heartbeat, maintenance and peer check, before the children fork.
+
+        Their first run fills the supervisor's lazy state (Django's cached properties and
+        compiled queries, psycopg's adapters, specialised bytecode); done after the fork it
+        copied 7 MiB of pages the children shared (docs/performance.md, "Memory and the drain's
+        floor"). Done before, those pages stay shared. It is the work the loop's first round
+        did anyway, in the same order and before the same first claim; it holds no task (the
+        worker has none yet) and its connections are closed before each fork (``start_child``).
+        """
+        if self._stop_requested:
+            return
+        self.leases.heartbeat()
+        self.maintenance.run_if_due()
+        if self.peers.check_if_due():
+            self.claimer.news()
 
     def _loop(self):
         pool = self.pool

@@ -177,3 +177,31 @@ def test_held_successes_never_wake_the_loop_while_claims_pause_after_a_fault(
     worker.leases.heartbeat()  # the one the fault asked for, and the next a while away
     assert worker._wait_timeout() > 0.1  # no spin through the pause
     assert worker.completer.task_ids() == [finished.pk]  # held, renewed, written later
+
+
+class _Forked(Exception):
+    """Raised in place of forking: the test has seen what it came for."""
+
+
+@pytest.mark.django_db(transaction=True)  # the listener and the claim thread connect apart
+def test_the_first_heartbeat_and_maintenance_round_run_before_the_children_fork(monkeypatch):
+    # Done after the fork they copied 2 to 3 MiB of the pages the children share
+    # (docs/performance.md, 4 December); the worker's row exists before either.
+    worker = Worker(concurrency=1, burst=True)
+    seen = {}
+
+    def look_instead_of_forking():
+        seen["row"] = WorkerRecord.objects.filter(pk=worker.worker_id).exists()
+        seen["heartbeat_due_at"] = worker.leases.next_at()
+        seen["leading"] = worker.maintenance.leading
+        seen["listening"] = worker.listener.connected
+        raise _Forked
+
+    monkeypatch.setattr(worker.pool, "start", look_instead_of_forking)
+    with pytest.raises(_Forked):
+        worker.run()
+    assert seen["row"] is True
+    assert seen["heartbeat_due_at"] > 0.0  # beat once: the next one is scheduled
+    assert seen["leading"] is True  # the maintenance round ran (the only worker leads)
+    assert seen["listening"] is worker.listener.supported  # PostgreSQL: LISTEN is up
+    assert WorkerRecord.objects.get(pk=worker.worker_id).stopped_at is not None
