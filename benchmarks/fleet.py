@@ -176,6 +176,7 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
             sampler.join()
             span = Task.objects.aggregate(first=Min("started_at"), last=Max("finished_at"))
             seconds = (span["last"] - span["first"]).total_seconds()
+            tail, late = _tail(span["first"])
             time.sleep(1.0)  # idle again (a worker's news after the drain claims once more)
             before_total, before_empty = claims(log_dir, size)
             next_at = time.monotonic()
@@ -212,6 +213,10 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
         # the idle fleet, cores (CPU seconds per second) and wake-ups per second
         "idle_cores": round(idle.cpu / idle_seconds, 3),
         "idle_switches_per_s": round(idle.voluntary / idle_seconds),
+        # the share of the drain's span after 95 % of its tasks had finished (its tail), and
+        # how long after the first start the last worker started its first task (s)
+        "tail_share": round(tail / seconds, 3),
+        "last_worker_joined": round(late, 3),
         "connections": max(sampler.connections or [0]),
         "idle_connections": idle_connections,
         "lock_samples": waits["samples"],
@@ -227,6 +232,26 @@ def claim_sizes(log_dir: Path, count: int) -> list[list[int]]:
         [int(took) for took, _ in CLAIM_LINE.findall((log_dir / f"worker-{n}.log").read_bytes())]
         for n in range(count)
     ]
+
+
+def _tail(first) -> tuple[float, float]:
+    """The drain's tail (seconds from its 95th percentile finish to its last) and when the last
+    worker joined it (seconds from ``first`` to the latest of the workers' first starts)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM max(finished_at) - percentile_disc(0.95) WITHIN GROUP "
+            "(ORDER BY finished_at)) FROM jobs_task WHERE finished_at IS NOT NULL"
+        )
+        (tail,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT extract(epoch FROM max(joined) - %s) FROM (SELECT min(started_at) AS joined"
+            " FROM jobs_task WHERE started_at IS NOT NULL GROUP BY worker_id) AS workers",
+            [first],
+        )
+        (late,) = cursor.fetchone()
+    return float(tail or 0), float(late or 0)
 
 
 def _backends() -> list[int]:
