@@ -156,7 +156,8 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
             workers_pids = proc_cpu.descendants([p.pid for p in processes])
             backend_pids = _backends()
             drain_workers, drain_backends = (
-                proc_cpu.total(workers_pids), proc_cpu.total(backend_pids)
+                proc_cpu.total(workers_pids),
+                proc_cpu.total(backend_pids),
             )
             machine_before = proc_cpu.machine_busy()
             noop.enqueue_many([(n,) for n in range(tasks)])
