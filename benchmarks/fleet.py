@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import lock_waits  # noqa: E402
+from benchmarks import lock_waits, proc_cpu  # noqa: E402
 from benchmarks.workers import empty, setup_django, stop_workers, wait_for  # noqa: E402
 
 APP_NAME = "jobs-fleet-bench"
@@ -144,15 +144,40 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
         try:
             wait_for(lambda: Worker.objects.filter(stopped_at=None).count() >= size, 120, "fleet")
             time.sleep(1.0)  # past the first claims and heartbeats: idle, listening
+            pids = proc_cpu.descendants([p.pid for p in processes]) + _backends()
+            idle_before, idle_started = proc_cpu.total(pids), time.monotonic()
+            time.sleep(2.0)  # what the idle fleet costs
+            idle = proc_cpu.spent(idle_before, proc_cpu.total(pids))
+            idle_seconds = time.monotonic() - idle_started
             idle_connections = _connections()
             sampler.start()
             lock_sampler = start_lock_sampler(locks_out)
+            claims_before = claim_sizes(log_dir, size)
+            workers_pids = proc_cpu.descendants([p.pid for p in processes])
+            backend_pids = _backends()
+            drain_workers, drain_backends = (
+                proc_cpu.total(workers_pids),
+                proc_cpu.total(backend_pids),
+            )
+            machine_before = proc_cpu.machine_busy()
             noop.enqueue_many([(n,) for n in range(tasks)])
             wait_for(lambda: _finished() >= tasks, 600, "the drain", step=0.02)
+            machine_after = proc_cpu.machine_busy()
+            # the children forked during the drain (a worker forks them at its first tasks)
+            now_pids = proc_cpu.descendants([p.pid for p in processes])
+            drain_workers.update({p: proc_cpu.Usage() for p in now_pids if p not in drain_workers})
+            drain_workers = proc_cpu.spent(drain_workers, proc_cpu.total(now_pids))
+            drain_backends = proc_cpu.spent(drain_backends, proc_cpu.total(backend_pids))
+            drain_claims = [
+                took
+                for then, now in zip(claims_before, claim_sizes(log_dir, size), strict=True)
+                for took in now[len(then) :]
+            ]
             sampler.done.set()
             sampler.join()
             span = Task.objects.aggregate(first=Min("started_at"), last=Max("finished_at"))
             seconds = (span["last"] - span["first"]).total_seconds()
+            tail, late = _tail(span["first"])
             time.sleep(1.0)  # idle again (a worker's news after the drain claims once more)
             before_total, before_empty = claims(log_dir, size)
             next_at = time.monotonic()
@@ -170,8 +195,29 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
             if lock_sampler is not None:
                 lock_sampler.kill()
             stop_workers(processes)
+    busy = machine_after[0] - machine_before[0]
+    taken = [n for n in drain_claims if n]
     return {
         "rate": tasks / seconds,
+        # CPU per task (ms) in the supervisors and children, and in their PostgreSQL backends
+        "worker_cpu_ms": round(1000 * drain_workers.cpu / tasks, 3),
+        "backend_cpu_ms": round(1000 * drain_backends.cpu / tasks, 3),
+        # the machine's cores busy (of os.cpu_count()) from the enqueue to the last finish
+        "machine_busy": round(busy / (machine_after[1] - machine_before[1]) * os.cpu_count(), 2),
+        "switches_per_task": round((drain_workers.voluntary + drain_backends.voluntary) / tasks, 2),
+        "preempted_per_task": round(
+            (drain_workers.involuntary + drain_backends.involuntary) / tasks, 2
+        ),
+        "drain_claims": len(drain_claims),
+        "drain_empty_claims": len(drain_claims) - len(taken),
+        "mean_claim": round(statistics.mean(taken), 1) if taken else 0,
+        # the idle fleet, cores (CPU seconds per second) and wake-ups per second
+        "idle_cores": round(idle.cpu / idle_seconds, 3),
+        "idle_switches_per_s": round(idle.voluntary / idle_seconds),
+        # the share of the drain's span after 95 % of its tasks had finished (its tail), and
+        # how long after the first start the last worker started its first task (s)
+        "tail_share": round(tail / seconds, 3),
+        "last_worker_joined": round(late, 3),
         "connections": max(sampler.connections or [0]),
         "idle_connections": idle_connections,
         "lock_samples": waits["samples"],
@@ -179,6 +225,42 @@ def fleet_run(size: int, *, tasks: int, trickle: int, concurrency: int, checkout
         "empty_per_task": (empty_claims - before_empty) / trickle,
         "claims_per_task": (total - before_total) / trickle,
     }
+
+
+def claim_sizes(log_dir: Path, count: int) -> list[list[int]]:
+    """The sizes of the claims logged so far by each of the fleet's workers."""
+    return [
+        [int(took) for took, _ in CLAIM_LINE.findall((log_dir / f"worker-{n}.log").read_bytes())]
+        for n in range(count)
+    ]
+
+
+def _tail(first) -> tuple[float, float]:
+    """The drain's tail (seconds from its 95th percentile finish to its last) and when the last
+    worker joined it (seconds from ``first`` to the latest of the workers' first starts)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM max(finished_at) - percentile_disc(0.95) WITHIN GROUP "
+            "(ORDER BY finished_at)) FROM jobs_task WHERE finished_at IS NOT NULL"
+        )
+        (tail,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT extract(epoch FROM max(joined) - %s) FROM (SELECT min(started_at) AS joined"
+            " FROM jobs_task WHERE started_at IS NOT NULL GROUP BY worker_id) AS workers",
+            [first],
+        )
+        (late,) = cursor.fetchone()
+    return float(tail or 0), float(late or 0)
+
+
+def _backends() -> list[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [APP_NAME])
+        return [pid for (pid,) in cursor.fetchall()]
 
 
 def _finished() -> int:

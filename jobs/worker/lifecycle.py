@@ -84,6 +84,10 @@ class Worker:
             raise ValueError(f"queue_caps: {problem}")
         self.burst = burst
         self.poll_interval = poll_interval or jobs_settings.POLL_INTERVAL
+        # When the next poll is due (monotonic): ``poll_interval`` after the last news. A wait
+        # that ends for another timer (a heartbeat, a look at the peers) is no poll: taken for
+        # one, every idle worker claimed and read its next due time twice a second, not once.
+        self._poll_at = time.monotonic() + self.poll_interval
         self.grace = jobs_settings.SHUTDOWN_GRACE if grace is None else grace
         self.worker_id = make_worker_id()
         self.listener = transports.listener(self.queues)
@@ -427,8 +431,8 @@ class Worker:
     # Waiting -----------------------------------------------------------------------------------
 
     def _wait_timeout(self) -> float:
-        timeout = self.poll_interval
         now = time.monotonic()
+        timeout = max(0.0, min(self.poll_interval, self._poll_at - now))
         if self._stop_deadline is not None:
             timeout = min(timeout, max(0.0, self._stop_deadline - now))
         deadline = self.pool.next_deadline()
@@ -444,15 +448,17 @@ class Worker:
             if flush_at is not None:
                 timeout = min(timeout, max(0.0, flush_at - now))
             wake_at = self.claimer.wake_at()
-            if wake_at is not None:
-                timeout = min(timeout, max(0.0, wake_at - now))
+            if wake_at is not None and wake_at - now < timeout:
+                timeout = max(0.0, wake_at - now)
+                self._poll_at = min(self._poll_at, wake_at)  # a delayed task's due time: a poll
         return timeout
 
     def _wait(self, timeout: float) -> bool:
         """Wait for children, notifications, or the timeout; whether there is news.
 
         News is what may make a claim worth trying again: a notification, a child that
-        finished or exited, or the timeout (a poll). Not the wake-up pipe alone (a signal, or the
+        finished or exited, or the poll's timeout (``poll_interval`` after the last news, or a
+        delayed task's due time; not another timer's). Not the wake-up pipe alone (a signal, or the
         claim thread saying it is done).
         """
         listen_fd = self.listener.fileno()  # (re)connecting sends the listen probe's NOTIFY
@@ -460,7 +466,8 @@ class Worker:
         events = self._selector(listen_fd).select(timeout)
         if any(key.data is None for key, _ in events):
             os.read(self._wakeup_read, 64)
-        news = not events or any(key.data and key.data[0] == "child" for key, _ in events)
+        polled = not events and time.monotonic() >= self._poll_at - 0.001
+        news = polled or any(key.data and key.data[0] == "child" for key, _ in events)
         if any(key.data == ("listen", None) for key, _ in events):
             queues = self.listener.drain()
             logger.debug("woken queues=%s", ",".join(sorted(queues)))
@@ -469,6 +476,8 @@ class Worker:
         self.pool.handle_ready(
             [key.data[1] for key, _ in events if key.data and key.data[0] == "child"]
         )
+        if news:
+            self._poll_at = time.monotonic() + self.poll_interval
         return news
 
     def _selector(self, listen_fd):

@@ -85,6 +85,29 @@ def test_an_idle_worker_wakes_for_the_next_delayed_task_a_busy_one_does_not(clai
     assert claimer.wake_at() is None
 
 
+def test_the_next_due_time_is_read_again_only_after_news_a_notification_or_a_claim(claimer):
+    claim(claimer, 1)
+    TaskFactory(run_after=timezone.now() + timedelta(seconds=30))
+    claimer.plan_wake(idle=True)
+    first = claimer.wake_at()
+    TaskFactory(run_after=timezone.now() + timedelta(seconds=10))  # unannounced: not seen yet
+    claimer.plan_wake(idle=False)
+    claimer.plan_wake(idle=True)  # the loop's other rounds (a heartbeat, a look at the peers)
+    assert claimer.wake_at() == first
+    claimer.notified(1.0)
+    claimer.plan_wake(idle=True)
+    assert 5 < claimer.wake_at() - time.monotonic() <= 10
+    TaskFactory(run_after=timezone.now() + timedelta(seconds=3))
+    claimer._deaf_until = time.monotonic() + 60  # letting notifications pass, it still reads
+    assert claimer.notified(1.0) is False
+    claimer.plan_wake(idle=True)
+    assert 0 < claimer.wake_at() - time.monotonic() <= 3
+    TaskFactory(run_after=timezone.now() + timedelta(seconds=1))
+    claim(claimer, 1)  # a claim (its start) also makes it read again
+    claimer.plan_wake(idle=True)
+    assert claimer.wake_at() - time.monotonic() <= 1
+
+
 def test_the_claim_goes_through_the_retry_the_worker_gives():
     calls = []
 
