@@ -13,7 +13,8 @@ rounds, ratios taken round by round, and the load average before and after.
   own transaction (``BEGIN``, a prepared ``INSERT`` of its 28 columns, ``COMMIT``).
 - **bulk**: ``--bulk`` tasks with ``enqueue_many``, against plain ``COPY`` of the same rows into
   the same table (lines built in Python from the text PostgreSQL writes for a jobs row), and
-  ``COPY`` of ids and payloads into a table with nothing but a primary key (the floor).
+  ``COPY`` of ids and payloads into a table with nothing but a primary key (the floor) and into
+  a bare heap with no index at all (the ceiling: what PostgreSQL writes here at best).
 - **costs**: what each index and trigger of the task table costs per task. A scratch table
   like ``jobs_task`` with only its primary key is the base; each index (its definition read from
   ``pg_indexes``) or trigger is added alone to it, and the same work runs on each: enqueue
@@ -167,11 +168,13 @@ def copy_rows(plain, template: Template, count: int, table="jobs_task") -> float
     return count / (time.perf_counter() - started)
 
 
-def copy_floor(plain, count: int) -> float:
-    """COPY ids and payloads into a table with a primary key and nothing else; tasks/s."""
+def copy_floor(plain, count: int, *, primary_key: bool = True) -> float:
+    """COPY ids and payloads into a table with a primary key and nothing else (or, without
+    ``primary_key``, into a bare heap: no index at all, what no task table can be); tasks/s."""
+    key = " PRIMARY KEY" if primary_key else ""
     with plain.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {FLOOR}")
-        cursor.execute(f"CREATE TABLE {FLOOR} (id uuid PRIMARY KEY, payload jsonb NOT NULL)")
+        cursor.execute(f"CREATE TABLE {FLOOR} (id uuid{key}, payload jsonb NOT NULL)")
     started = time.perf_counter()
     text = "".join(f'{uuid.uuid4().hex}\t{{"args": [{n}], "kwargs": {{}}}}\n' for n in range(count))
     with (
@@ -339,6 +342,9 @@ def main():
             "plain `COPY` into jobs_task": lambda: copy_rows(plain, template, args.bulk),
             "plain `COPY` into (id, payload), primary key only": lambda: copy_floor(
                 plain, args.bulk
+            ),
+            "plain `COPY` into (id, payload), no index at all": lambda: copy_floor(
+                plain, args.bulk, primary_key=False
             ),
         }
         interleave("in bulk", kinds, args.rounds)
